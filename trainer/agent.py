@@ -1,0 +1,129 @@
+"""The base every algorithm builds on: construction, acting, evaluation, saving and `learn()`."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from trainer.envs import env_spaces, make_env
+from trainer.events import Sink
+
+
+def resolve_device(device: str) -> torch.device:
+    """"auto" picks CUDA when the worker has it; asking for CUDA where there is none is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    resolved = torch.device(device)
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for, but this worker has no CUDA GPU (use 'auto' or 'cpu')")
+    return resolved
+
+
+def seed_everything(seed: int) -> np.random.Generator:
+    """Seed Python, NumPy and torch in one place; return the generator the agent draws from."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    return np.random.default_rng(seed)
+
+
+class Agent:
+    """An algorithm bound to an environment id. Subclasses define `build`, `act` and `train`.
+
+    `modules` and `optimizers` name what a checkpoint holds; `extra_state` is small JSON state
+    (normalisation statistics, counters) stored beside the weights.
+    """
+
+    name = ""  # the registry name, set by each algorithm
+
+    def __init__(self, env_id: str, config, seed: int = 0, device: str = "auto",
+                 observation_space=None, action_space=None):
+        self.env_id = env_id
+        self.config = config
+        self.seed = int(seed)
+        self.device = resolve_device(device)
+        if observation_space is None or action_space is None:
+            observation_space, action_space = env_spaces(env_id)
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.steps_done = 0  # env steps trained so far, across learn() calls and resumes
+        self.rng = seed_everything(self.seed)
+        self.modules: dict[str, torch.nn.Module] = {}
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.build()
+
+    # --- what an algorithm provides -------------------------------------------------------------
+    def build(self) -> None:
+        raise NotImplementedError
+
+    def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
+        """Actions for a batch of observations."""
+        raise NotImplementedError
+
+    def train(self, runner) -> None:
+        """The training loop; calls `runner.advance(n)` after every env step and stops when it says so."""
+        raise NotImplementedError
+
+    def extra_state(self) -> dict:
+        return {}
+
+    def load_extra_state(self, state: dict) -> None:
+        pass
+
+    # --- shared behaviour -----------------------------------------------------------------------
+    def predict(self, observation, deterministic: bool = True):
+        """The action for one observation."""
+        batch = np.asarray(observation)[None]
+        return self.act(batch, deterministic)[0]
+
+    def evaluate(self, episodes: int = 10, seed: int | None = None, env=None) -> dict:
+        """Mean and standard deviation of the return over `episodes` episodes of the greedy policy,
+        played on a separate env (made here unless given)."""
+        own_env = env is None
+        if own_env:
+            env = make_env(self.env_id)
+            seed = self.seed + 1_000_003 if seed is None else seed  # reproducible, apart from training seeds
+        returns, lengths = [], []
+        try:
+            observation, _ = env.reset(seed=seed)  # a given env without a seed continues its own stream
+            for _ in range(episodes):
+                total, length, done = 0.0, 0, False
+                while not done:
+                    action = self.predict(observation, deterministic=True)
+                    observation, reward, terminated, truncated, _ = env.step(action)
+                    total += float(reward)
+                    length += 1
+                    done = terminated or truncated
+                returns.append(total)
+                lengths.append(length)
+                observation, _ = env.reset()
+        finally:
+            if own_env:
+                env.close()
+        return {"mean": float(np.mean(returns)), "std": float(np.std(returns)),
+                "length_mean": float(np.mean(lengths)), "returns": returns}
+
+    def learn(self, total_steps: int, sink: Sink | None = None, eval_interval: int = 0, eval_episodes: int = 5,
+              checkpoint_interval: int = 0, checkpoint_dir: str | Path | None = None, end_step: int | None = None,
+              log_interval: int = 0) -> dict:
+        """Train for `total_steps` more env steps (or up to `end_step`, for a resumed run) and return a
+        summary. Evaluation and checkpoints happen every `eval_interval`/`checkpoint_interval` steps
+        (0 turns them off); a final evaluation and checkpoint always happen when a folder is given."""
+        from trainer.runner import Runner
+
+        runner = Runner(self, end_step=end_step if end_step is not None else self.steps_done + total_steps,
+                        sink=sink, eval_interval=eval_interval, eval_episodes=eval_episodes,
+                        checkpoint_interval=checkpoint_interval, checkpoint_dir=checkpoint_dir,
+                        log_interval=log_interval)
+        return runner.run()
+
+    def save(self, path: str | Path) -> Path:
+        from trainer.checkpoint import save_checkpoint
+
+        return save_checkpoint(self, path)
+
+    def hyperparameters(self) -> dict:
+        return dict(self.config.__dict__)

@@ -1,0 +1,3 @@
+"""One module per algorithm family; importing this package registers them all."""
+
+from trainer.algorithms import dqn  # noqa: F401

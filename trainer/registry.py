@@ -1,0 +1,88 @@
+"""The algorithm registry: each algorithm's name, family, description, config schema and agent class."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainer.envs import env_spaces, space_name
+from trainer.params import ConfigError, Param, build_config, schema
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    name: str
+    family: str
+    description: str
+    config_class: type
+    agent_class: type
+    observation_spaces: tuple[str, ...]  # Gymnasium space class names it accepts
+    action_spaces: tuple[str, ...]
+    presets: tuple[tuple[str, object], ...] = ()  # defaults that differ from the config class
+
+    def params(self) -> list[Param]:
+        overrides = dict(self.presets)
+        return [_with_default(p, overrides[p.name]) if p.name in overrides else p for p in schema(self.config_class)]
+
+    def build_config(self, hyperparameters: dict):
+        return build_config(self.config_class, {**dict(self.presets), **hyperparameters})
+
+    def check_spaces(self, observation_space, action_space) -> None:
+        errors = {}
+        if space_name(action_space) not in self.action_spaces:
+            errors["env_id"] = (f"{self.name} needs {' or '.join(self.action_spaces)} actions, but this environment "
+                                f"has {space_name(action_space)} actions.")
+        elif space_name(observation_space) not in self.observation_spaces:
+            errors["env_id"] = (f"{self.name} supports {', '.join(self.observation_spaces)} observations, but this "
+                                f"environment has {space_name(observation_space)} observations.")
+        if errors:
+            raise ConfigError(errors)
+
+
+def _with_default(p: Param, default) -> Param:
+    return Param(**{**p.__dict__, "default": default})
+
+
+_REGISTRY: dict[str, AlgorithmSpec] = {}
+
+
+def register(spec: AlgorithmSpec) -> AlgorithmSpec:
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def _load_all() -> None:
+    import trainer.algorithms  # noqa: F401  (each module registers its algorithms on import)
+
+
+def algorithm_names() -> list[str]:
+    _load_all()
+    return list(_REGISTRY)
+
+
+def get_spec(name: str) -> AlgorithmSpec:
+    _load_all()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError({"algorithm": f"Unknown algorithm '{name}'. Known: {', '.join(_REGISTRY)}."}) from None
+
+
+def validate(algorithm: str, env_id: str, hyperparameters: dict) -> dict:
+    """Check an experiment before anything is queued; return the parsed hyperparameters.
+
+    Raises ConfigError with every problem found, keyed by "algorithm", "env_id" or hyperparameter name.
+    """
+    spec = get_spec(algorithm)
+    errors = {}
+    config = None
+    try:
+        config = spec.build_config(hyperparameters)
+    except ConfigError as error:
+        errors.update(error.errors)
+    try:
+        spec.check_spaces(*env_spaces(env_id))
+    except ConfigError as error:
+        errors.update(error.errors)
+    if errors:
+        raise ConfigError(errors)
+    return dict(config.__dict__)

@@ -1,0 +1,150 @@
+"""The runner drives one training run: it counts env steps, evaluates, checkpoints, asks the sink
+whether to stop, and reports everything as events. Algorithms call `advance`, `episode` and `record`.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections import defaultdict
+from pathlib import Path
+
+from trainer.envs import make_env
+from trainer.events import Sink, make_event
+
+STOP_POLL_SECONDS = 0.5  # how often the sink is asked whether to stop (a Redis GET in the web app)
+TIME_EVENT_SECONDS = 2.0  # how often throughput is reported
+
+
+class Runner:
+    def __init__(self, agent, end_step: int, sink: Sink | None = None, eval_interval: int = 0,
+                 eval_episodes: int = 5, checkpoint_interval: int = 0, checkpoint_dir: str | Path | None = None,
+                 log_interval: int = 0):
+        self.agent = agent
+        self.start_step = agent.steps_done
+        self.end_step = int(end_step)
+        self.sink = sink or Sink()
+        self.eval_interval = int(eval_interval)
+        self.eval_episodes = int(eval_episodes)
+        self.checkpoint_interval = int(checkpoint_interval)
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
+        # train metrics are averaged over this many env steps before they are sent
+        self.log_interval = int(log_interval) or max(100, (self.end_step - self.start_step) // 500)
+        self.stopped = False
+        self.best_eval = float("-inf")
+        self.last_eval: dict | None = None
+        self._train_sums: dict[str, float] = defaultdict(float)
+        self._train_counts: dict[str, int] = defaultdict(int)
+        self._eval_env = None
+
+    # --- what algorithms call ------------------------------------------------------------------------
+    @property
+    def steps(self) -> int:
+        return self.agent.steps_done
+
+    @property
+    def progress(self) -> float:
+        """Fraction of the run done, for schedules (1.0 at `end_step`)."""
+        return min(1.0, self.agent.steps_done / max(1, self.end_step))
+
+    def advance(self, env_steps: int = 1) -> bool:
+        """Count env steps; evaluate, checkpoint and report when due. False means: stop training now."""
+        before = self.agent.steps_done
+        self.agent.steps_done = after = before + env_steps
+        if self.log_interval and after // self.log_interval > before // self.log_interval:
+            self._flush_train()
+        if self.eval_interval and after // self.eval_interval > before // self.eval_interval and after < self.end_step:
+            self._evaluate()
+        if self.checkpoint_interval and after // self.checkpoint_interval > before // self.checkpoint_interval \
+                and after < self.end_step:
+            self._checkpoint(f"step_{after}.zip", "periodic")
+        now = time.monotonic()
+        if now >= self._next_time_event:
+            self._time_event(now)
+        if now >= self._next_stop_poll:
+            self._next_stop_poll = now + STOP_POLL_SECONDS
+            if self.sink.should_stop():
+                self.stopped = True
+        return not self.stopped and after < self.end_step
+
+    def episode(self, episode_return: float, length: int, **values) -> None:
+        self.emit("episode", {"rollout/episode_return": float(episode_return), "rollout/episode_length": int(length),
+                              **values})
+
+    def record(self, values: dict) -> None:
+        """Training metrics (`train/...`); averaged and sent every `log_interval` env steps."""
+        for key, value in values.items():
+            self._train_sums[key] += float(value)
+            self._train_counts[key] += 1
+
+    def emit(self, kind: str, values: dict) -> None:
+        self.sink.emit(make_event(kind, self.agent.steps_done, time.monotonic() - self._started, values))
+
+    # --- the run --------------------------------------------------------------------------------------
+    def run(self) -> dict:
+        self._started = time.monotonic()
+        self._next_time_event = self._started + TIME_EVENT_SECONDS
+        self._next_stop_poll = self._started
+        self._last_time_event = (self._started, self.agent.steps_done)
+        self.emit("started", {"algorithm": self.agent.name, "env_id": self.agent.env_id,
+                              "device": str(self.agent.device), "seed": self.agent.seed,
+                              "start_step": self.start_step, "end_step": self.end_step,
+                              "hyperparameters": self.agent.hyperparameters()})
+        try:
+            if self.agent.steps_done < self.end_step and not self.sink.should_stop():
+                self.agent.train(self)
+            else:
+                self.stopped = self.agent.steps_done < self.end_step
+            self._flush_train()
+            if self.eval_episodes > 0 and not self.stopped:
+                self._evaluate()
+            final = self._checkpoint("final.zip", "final") if self.checkpoint_dir else None
+        except Exception as error:
+            self.emit("failed", {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()})
+            raise
+        finally:
+            if self._eval_env is not None:
+                self._eval_env.close()
+        status = "cancelled" if self.stopped else "succeeded"
+        summary = {"status": status, "steps": self.agent.steps_done,
+                   "seconds": round(time.monotonic() - self._started, 3),
+                   "eval_return_mean": self.last_eval["mean"] if self.last_eval else None,
+                   "eval_return_std": self.last_eval["std"] if self.last_eval else None,
+                   "best_eval_return": self.best_eval if self.last_eval else None,
+                   "final_checkpoint": str(final) if final else None}
+        self.emit("finished", summary)
+        return summary
+
+    def _evaluate(self) -> None:
+        if self._eval_env is None:
+            self._eval_env = make_env(self.agent.env_id)
+            seed = self.agent.seed + 1_000_003
+        else:
+            seed = None  # later evaluations continue the eval env's own random stream
+        result = self.agent.evaluate(self.eval_episodes, seed=seed, env=self._eval_env)
+        self.last_eval = result
+        self.emit("eval", {"eval/return_mean": result["mean"], "eval/return_std": result["std"],
+                           "eval/length_mean": result["length_mean"]})
+        if result["mean"] > self.best_eval:
+            self.best_eval = result["mean"]
+            if self.checkpoint_dir:
+                self._checkpoint("best.zip", "best")
+
+    def _checkpoint(self, filename: str, tag: str) -> Path:
+        path = self.agent.save(self.checkpoint_dir / filename)
+        self.emit("checkpoint", {"path": str(path), "tag": tag, "step": self.agent.steps_done})
+        return path
+
+    def _flush_train(self) -> None:
+        if self._train_counts:
+            self.emit("train", {key: self._train_sums[key] / self._train_counts[key] for key in self._train_counts})
+            self._train_sums.clear()
+            self._train_counts.clear()
+
+    def _time_event(self, now: float) -> None:
+        last_time, last_steps = self._last_time_event
+        rate = (self.agent.steps_done - last_steps) / max(now - last_time, 1e-9)
+        self._last_time_event = (now, self.agent.steps_done)
+        self._next_time_event = now + TIME_EVENT_SECONDS
+        self.emit("time", {"time/steps_per_second": round(rate, 2),
+                           "time/progress": round(self.progress, 4)})
