@@ -32,7 +32,9 @@ def make_env(env_id: str, render_mode: str | None = None, **kwargs) -> gym.Env:
     """`gym.make` with a message a user can act on when the id is wrong or a dependency is missing."""
     _register_atari()
     try:
-        return gym.make(env_id, render_mode=render_mode, **kwargs)
+        if render_mode is not None:
+            kwargs["render_mode"] = render_mode
+        return gym.make(env_id, **kwargs)
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as error:
         close = difflib.get_close_matches(env_id, known_env_ids(), n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""

@@ -127,8 +127,8 @@ class DQN(Agent):
 
     def train(self, runner) -> None:
         c = self.config
-        buffer = ReplayBuffer(c.buffer_size, self.observation_space.shape, self.observation_space.dtype,
-                              device=self.device)
+        self.buffer = buffer = ReplayBuffer(c.buffer_size, self.observation_space.shape,
+                                            self.observation_space.dtype, device=self.device)
         # a resumed run starts its envs from a fresh seed, not the episodes it has already played
         envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
         observations, _ = envs.reset(seed=self.seed + self.steps_done)

@@ -1,0 +1,70 @@
+import pytest
+
+import trainer
+from trainer.algorithms.dqn import DQNConfig
+from trainer.params import ConfigError, build_config, schema
+
+
+def param_named(name):
+    return next(p for p in schema(DQNConfig) if p.name == name)
+
+
+def test_it_converts_form_strings_to_real_types():
+    config = build_config(DQNConfig, {"learning_rate": "1e-3", "batch_size": "32", "hidden_layers": "64, 64"})
+    assert config.learning_rate == pytest.approx(1e-3)
+    assert config.batch_size == 32 and isinstance(config.batch_size, int)
+
+
+@pytest.mark.parametrize("raw", ["abc", "", "1.5", "nan"])
+def test_it_rejects_a_non_whole_number_for_an_int(raw):
+    with pytest.raises(ValueError, match="whole number"):
+        param_named("batch_size").parse(raw)
+
+
+@pytest.mark.parametrize("raw, message", [("0", "greater than 0"), ("-1e-3", "greater than 0"),
+                                          ("abc", "must be a number"), ("inf", "finite")])
+def test_it_rejects_bad_learning_rates(raw, message):
+    with pytest.raises(ValueError, match=message):
+        param_named("learning_rate").parse(raw)
+
+
+def test_it_accepts_a_float_written_as_a_whole_number_for_an_int():
+    assert param_named("buffer_size").parse("1e4") == 10_000
+
+
+def test_it_rejects_a_batch_larger_than_the_buffer():
+    with pytest.raises(ConfigError) as caught:
+        build_config(DQNConfig, {"batch_size": 512, "buffer_size": 100})
+    assert "buffer" in caught.value.errors["batch_size"]
+
+
+def test_it_lists_every_bad_field_at_once():
+    with pytest.raises(ConfigError) as caught:
+        build_config(DQNConfig, {"learning_rate": "-1", "gamma": "2", "nonsense": 1})
+    assert set(caught.value.errors) == {"learning_rate", "gamma", "nonsense"}
+
+
+def test_it_rejects_unknown_env_ids_with_a_suggestion():
+    with pytest.raises(ConfigError) as caught:
+        trainer.validate("dqn", "CartPole-v9", {})
+    assert "Unknown environment id" in caught.value.errors["env_id"]
+    assert "CartPole-v1" in caught.value.errors["env_id"]
+
+
+def test_it_rejects_continuous_actions_for_dqn():
+    with pytest.raises(ConfigError) as caught:
+        trainer.validate("dqn", "Pendulum-v1", {})
+    assert "Discrete actions" in caught.value.errors["env_id"]
+    assert "Box" in caught.value.errors["env_id"]
+
+
+def test_it_rejects_unknown_algorithms():
+    with pytest.raises(ConfigError) as caught:
+        trainer.validate("dqm", "CartPole-v1", {})
+    assert "dqn" in caught.value.errors["algorithm"]
+
+
+def test_schema_describes_itself_as_json():
+    described = param_named("learning_rate").describe()
+    assert described["type"] == "float" and described["low"] == 0 and described["low_inclusive"] is False
+    assert described["help"]
