@@ -83,7 +83,7 @@ class DQN(Agent):
         self.target_network = QNetwork(self.observation_space, num_actions, layers).to(self.device)
         self.target_network.load_state_dict(self.q_network.state_dict())
         self.target_network.requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=c.learning_rate)
+        self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=c.learning_rate, fused=True)
         self.modules = {"q_network": self.q_network, "target_network": self.target_network}
         self.optimizers = {"optimizer": self.optimizer}
         self.epsilon = linear(c.exploration_initial_eps, c.exploration_final_eps, c.exploration_fraction)
