@@ -163,14 +163,21 @@ def stop_leftover_redis(var: Path) -> None:
         redis_command(socket_path, b"SHUTDOWN")
     try:
         pid = int(pid_file.read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, ValueError):
-        pid, cmdline = None, b""
-    if pid and b"redis-server" in cmdline and str(socket_path).encode() in cmdline:
+        pid = None
+
+    def alive() -> bool:  # that pid is still this Redis (a zombie or a reused pid is not)
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        return b"redis-server" in cmdline and str(socket_path).encode() in cmdline
+
+    if pid and alive():
         deadline = time.monotonic() + 15
-        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        while alive() and time.monotonic() < deadline:
             time.sleep(0.1)
-        if Path(f"/proc/{pid}").exists():
+        if alive():
             os.kill(pid, signal.SIGKILL)
     socket_path.unlink(missing_ok=True)
 

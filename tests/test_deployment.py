@@ -1,0 +1,201 @@
+"""The ways rlweb is run and shipped: `make run` (rlweb/devserver.py), docker-compose.yml, .env.example."""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from rlweb import devserver
+
+REPO = Path(__file__).resolve().parent.parent
+SETTINGS_VARIABLE = re.compile(r"""["'](RLWEB_[A-Z0-9_]+|DATABASE_URL|REDIS_URL)["']""")
+
+
+def environment_variables_read_by_settings() -> set[str]:
+    """Every RLWEB_*, DATABASE_URL and REDIS_URL named in settings.py: all of them are read from the
+    environment there (os.environ.get, env_bool, env_int, env_list, dj_database_url)."""
+    names = set(SETTINGS_VARIABLE.findall((REPO / "rlweb" / "settings.py").read_text()))
+    if "dj_database_url.config(" in (REPO / "rlweb" / "settings.py").read_text():
+        names.add("DATABASE_URL")  # dj_database_url reads it without naming it
+    return names
+
+
+def variables_in_env_example() -> set[str]:
+    return set(re.findall(r"^#? ?([A-Z][A-Z0-9_]*)=", (REPO / ".env.example").read_text(), re.MULTILINE))
+
+
+def test_env_example_lists_every_variable_the_settings_read():
+    read = environment_variables_read_by_settings()
+    assert {"RLWEB_SECRET_KEY", "RLWEB_DEBUG", "REDIS_URL", "DATABASE_URL"} <= read  # the parsing works
+    assert read - variables_in_env_example() == set()
+
+
+def test_env_example_lists_nothing_that_nobody_reads():
+    compose = (REPO / "docker-compose.yml").read_text()
+    used_by_compose = set(re.findall(r"\$\{([A-Z0-9_]+)", compose))
+    stale = variables_in_env_example() - environment_variables_read_by_settings() - used_by_compose
+    assert stale == set()
+
+
+@pytest.fixture(scope="module")
+def compose_config():
+    if shutil.which("docker-compose") is None:
+        pytest.skip("docker-compose is not installed (Debian: apt-get install docker-compose; .ci/run does)")
+    result = subprocess.run(
+        ["docker-compose", "-f", "docker-compose.yml", "config"], cwd=REPO, capture_output=True, text=True,
+        env={key: value for key, value in os.environ.items() if key != "COMPOSE_FILE"},
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_docker_compose_file_is_valid(compose_config):
+    quiet = subprocess.run(["docker-compose", "config", "-q"], cwd=REPO, capture_output=True, text=True)
+    assert quiet.returncode == 0, quiet.stderr
+    for service in ("postgres:", "redis:", "web:", "worker-gpu:"):
+        assert f"\n  {service}\n" in compose_config
+
+
+def test_the_gpu_worker_reserves_a_gpu_and_serves_the_gpu_queue(compose_config):
+    gpu_worker = compose_config.split("\n  worker-gpu:\n")[1].split("\n  worker-cpu:\n")[0]
+    assert "driver: nvidia" in gpu_worker
+    assert re.search(r"capabilities:\s*\n\s*- gpu", gpu_worker)
+    assert re.search(r"- --queues\s*\n\s*- gpu\n", gpu_worker)
+    assert re.search(r"- --pool\s*\n\s*- solo\n", gpu_worker)
+
+
+def test_local_url_points_a_browser_at_a_wildcard_address():
+    assert devserver.local_url("0.0.0.0", 8000) == "http://127.0.0.1:8000/"
+    assert devserver.local_url("::", 8001) == "http://[::1]:8001/"
+    assert devserver.local_url("127.0.0.1", 8002) == "http://127.0.0.1:8002/"
+
+
+@pytest.fixture
+def var_dir():
+    # a short path: a unix socket path may not be longer than 107 bytes
+    with tempfile.TemporaryDirectory(prefix="rlweb-", dir="/tmp") as path:
+        yield Path(path)
+
+
+def own_environment() -> dict:
+    """The environment of a fresh `make run`: no Redis or database given, so it starts its own."""
+    return {key: value for key, value in os.environ.items()
+            if key not in ("REDIS_URL", "DATABASE_URL", "RLWEB_VAR_DIR", "CELERY_BROKER_URL")}
+
+
+def processes_using(var: Path) -> list[str]:
+    """The processes whose environment or command line names `var`: everything a devserver started."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            text = (proc / "environ").read_bytes() + (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"RLWEB_VAR_DIR={var}\0".encode() in text or f"{var}/redis.sock".encode() in text:
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            found.append(f"{proc.name}: {command}")
+    return found
+
+
+def test_the_embedded_redis_runs_a_command_and_stops_with_it(var_dir):
+    script = "import os, redis; redis.Redis.from_url(os.environ['REDIS_URL']).set('seen', 1); raise SystemExit(3)"
+    result = subprocess.run(
+        [sys.executable, "-m", "rlweb.devserver", "--var-dir", str(var_dir), "--", sys.executable, "-c", script],
+        env=own_environment(), cwd=REPO, timeout=60,
+    )
+    assert result.returncode == 3
+    assert processes_using(var_dir) == []
+    assert (var_dir / "redis" / "appendonly.aof").exists()
+
+
+def test_a_redis_left_over_from_a_killed_run_is_shut_down_first(var_dir):
+    env = dict(own_environment())
+    leftover = devserver.start_redis(var_dir, env)
+    try:
+        assert env["REDIS_URL"] == f"unix://{var_dir}/redis.sock?db=0"
+        env2 = dict(own_environment())
+        fresh = devserver.start_redis(var_dir, env2)  # finds the first one answering on the socket
+        assert leftover.process.wait(timeout=20) == 0
+        assert devserver.redis_command(var_dir / "redis.sock", b"PING") == b"+PONG\r\n"
+        devserver.stop([fresh])
+    finally:
+        devserver.stop([leftover])
+    assert processes_using(var_dir) == []
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Devserver:
+    """`python -m rlweb.devserver` in a subprocess, started and waited for until its "running" line."""
+
+    def __init__(self, var: Path, port: int):
+        started = time.monotonic()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "rlweb.devserver", "--port", str(port), "--var-dir", str(var)],
+            env=own_environment(), cwd=REPO, stdout=subprocess.PIPE, text=True,
+        )
+        self.output = []
+        for line in self.process.stdout:
+            self.output.append(line)
+            if line.startswith("rlweb is running at"):
+                assert line.strip() == f"rlweb is running at http://127.0.0.1:{port}/"
+                break
+        else:
+            raise AssertionError(f"the devserver exited with {self.process.wait()} before it was running")
+        self.start_seconds = time.monotonic() - started
+        # the children write to the same pipe: keep reading it so that they never block on a full one
+        self.reader = threading.Thread(target=self.output.extend, args=(self.process.stdout,), daemon=True)
+        self.reader.start()
+
+    def exit_code(self) -> int:
+        try:
+            return self.process.wait(timeout=60)
+        finally:
+            self.process.kill()
+            self.reader.join(timeout=10)
+
+
+@pytest.mark.timeout(300)
+def test_the_devserver_serves_the_site_and_ctrl_c_stops_everything(var_dir):
+    port = free_port()
+    first = Devserver(var_dir, port)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as response:
+            assert response.status == 200
+            assert "login" in response.url  # every page asks for a login
+        assert len(processes_using(var_dir)) >= 3  # redis, the worker, the web server
+    finally:
+        first.process.send_signal(signal.SIGINT)
+        assert first.exit_code() == 0
+    assert processes_using(var_dir) == []
+
+    second = Devserver(var_dir, port)  # the database, static files and Redis data are there already
+    second.process.send_signal(signal.SIGTERM)
+    assert second.exit_code() == 0
+    assert processes_using(var_dir) == []
+    assert second.start_seconds < 30
+
+
+@pytest.mark.timeout(300)
+def test_a_child_that_dies_takes_the_devserver_down(var_dir):
+    server = Devserver(var_dir, free_port())
+    worker = next(line for line in processes_using(var_dir) if "celery" in line)
+    os.kill(int(worker.split(":")[0]), signal.SIGKILL)
+    assert server.exit_code() == 1
+    assert processes_using(var_dir) == []
