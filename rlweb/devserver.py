@@ -278,7 +278,7 @@ def serve(args, var: Path, env: dict) -> int:
         if status >= 500:
             say(f"warning: {url} answers {status}; see the messages above")
         print(f"\nrlweb is running at {url}", flush=True)
-        print("First time here? Open it and sign up: the first visitor creates the first account.", flush=True)
+        print(f"First time here? Create the first account at {url}signup/", flush=True)
         print("Press Ctrl-C to stop.\n", flush=True)
         while True:
             for child in children:

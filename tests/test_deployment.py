@@ -179,6 +179,9 @@ def test_the_devserver_serves_the_site_and_ctrl_c_stops_everything(var_dir):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as response:
             assert response.status == 200
             assert "login" in response.url  # every page asks for a login
+        signup = next(line for line in first.output if line.startswith("First time here?")).split()[-1]
+        with urllib.request.urlopen(signup, timeout=10) as response:
+            assert response.status == 200
         assert len(processes_using(var_dir)) >= 3  # redis, the worker, the web server
     finally:
         first.process.send_signal(signal.SIGINT)
