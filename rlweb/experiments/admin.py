@@ -1,0 +1,52 @@
+from django.contrib import admin
+
+from rlweb.experiments.models import Checkpoint, Event, Experiment, Run
+
+
+class RunInline(admin.TabularInline):
+    model = Run
+    fields = ["seed", "status", "steps_done", "total_steps", "eval_return_mean", "finished_at"]
+    readonly_fields = fields
+    extra = 0
+    show_change_link = True
+    can_delete = False
+
+
+@admin.register(Experiment)
+class ExperimentAdmin(admin.ModelAdmin):
+    list_display = ["name", "owner", "algorithm", "env_id", "num_seeds", "total_steps", "device", "created"]
+    list_filter = ["algorithm", "device"]
+    search_fields = ["name", "env_id", "owner__username"]
+    inlines = [RunInline]
+
+
+class CheckpointInline(admin.TabularInline):
+    model = Checkpoint
+    fields = ["tag", "step", "file", "created"]
+    readonly_fields = ["created"]
+    extra = 0
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["id", "experiment", "seed", "status", "steps_done", "total_steps", "worker_host", "device_used",
+                    "heartbeat_at", "eval_return_mean"]
+    list_filter = ["status", "device_used"]
+    search_fields = ["experiment__name", "task_id", "worker_host"]
+    list_select_related = ["experiment"]
+    inlines = [CheckpointInline]
+
+
+@admin.register(Event)
+class EventAdmin(admin.ModelAdmin):
+    list_display = ["run", "seq", "kind", "step", "time"]
+    list_filter = ["kind"]
+    list_select_related = ["run__experiment"]
+    raw_id_fields = ["run"]
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(admin.ModelAdmin):
+    list_display = ["run", "tag", "step", "file", "created"]
+    list_filter = ["tag"]
+    raw_id_fields = ["run"]

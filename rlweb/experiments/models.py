@@ -1,0 +1,220 @@
+"""Experiments, their runs (one per seed), the events each run reported, and its checkpoints.
+
+`Run` holds the truth about a run (state, heartbeat, final metrics); Redis only carries the live stream.
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import Q
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
+from django.urls import reverse
+from django.utils import timezone
+
+
+class Experiment(models.Model):
+    class Device(models.TextChoices):
+        AUTO = "auto", "auto (GPU when the worker has one)"
+        CPU = "cpu", "CPU"
+        CUDA = "cuda", "CUDA GPU"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="experiments")
+    name = models.CharField(max_length=200)
+    algorithm = models.CharField(max_length=50)
+    env_id = models.CharField("environment id", max_length=200)
+    hyperparameters = models.JSONField(default=dict, help_text="Parsed values, as trainer.validate returned them.")
+    total_steps = models.PositiveBigIntegerField()
+    eval_interval = models.PositiveIntegerField(default=0, help_text="Env steps between evaluations (0: off).")
+    eval_episodes = models.PositiveIntegerField(default=5)
+    checkpoint_interval = models.PositiveIntegerField(default=0, help_text="Env steps between checkpoints (0: off).")
+    num_seeds = models.PositiveSmallIntegerField(default=1)
+    device = models.CharField(max_length=10, choices=Device.choices, default=Device.AUTO)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("experiment-detail", args=[self.pk])
+
+    @property
+    def queue_name(self) -> str:
+        """The Celery queue its runs go to: workers listen on the queue of the device they have."""
+        if self.device == self.Device.CUDA:
+            return "gpu"
+        if self.device == self.Device.AUTO:
+            return settings.AUTO_QUEUE
+        return "cpu"
+
+    def launch(self) -> list["Run"]:
+        """One run per seed, each queued once the surrounding transaction commits."""
+        from rlweb.experiments.tasks import enqueue
+
+        runs = [Run.objects.create(experiment=self, seed=seed, total_steps=self.total_steps)
+                for seed in range(self.num_seeds)]
+        for run in runs:
+            enqueue(run)
+        return runs
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        LOST = "lost"
+
+    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.LOST)
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
+    seed = models.IntegerField(default=0)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    steps_done = models.PositiveBigIntegerField(default=0)
+    total_steps = models.PositiveBigIntegerField()
+    task_id = models.CharField(max_length=64, blank=True)
+    worker_host = models.CharField(max_length=200, blank=True)
+    device_used = models.CharField(max_length=50, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    traceback = models.TextField(blank=True)
+    eval_return_mean = models.FloatField(null=True, blank=True)
+    eval_return_std = models.FloatField(null=True, blank=True)
+    best_eval_return = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["experiment_id", "seed", "id"]
+
+    def __str__(self):
+        return f"{self.experiment} / seed {self.seed}"
+
+    def get_absolute_url(self):
+        return reverse("run-detail", args=[self.pk])
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    @property
+    def progress_percent(self) -> float:
+        return round(100 * min(self.steps_done, self.total_steps) / max(1, self.total_steps), 1)
+
+    @classmethod
+    def claim(cls, run_id: int, worker_host: str) -> "Run | None":
+        """Move a queued run to running and return it; None when another delivery got it first."""
+        now = timezone.now()
+        with transaction.atomic():
+            claimed = cls.objects.filter(pk=run_id, status=cls.Status.QUEUED).update(
+                status=cls.Status.RUNNING, worker_host=worker_host[:200], started_at=now, heartbeat_at=now,
+                steps_done=0, error="", traceback="")
+            if not claimed:
+                return None
+            # a run is claimed once, but clear anything a half-finished earlier attempt left behind
+            Event.objects.filter(run_id=run_id).delete()
+            Checkpoint.objects.filter(run_id=run_id).delete()
+        return cls.objects.select_related("experiment").get(pk=run_id)
+
+    def record_device(self, device: str) -> None:
+        self.device_used = device[:50]
+        Run.objects.filter(pk=self.pk).update(device_used=self.device_used)
+
+    def mark_finished(self, summary: dict) -> None:
+        """Store the runner's summary: succeeded or cancelled, with the final evaluation."""
+        self.status = self.Status.CANCELLED if summary.get("status") == "cancelled" else self.Status.SUCCEEDED
+        self.steps_done = int(summary.get("steps") or self.steps_done)
+        self.eval_return_mean = summary.get("eval_return_mean")
+        self.eval_return_std = summary.get("eval_return_std")
+        self.best_eval_return = summary.get("best_eval_return")
+        self.finished_at = self.heartbeat_at = timezone.now()
+        self.save(update_fields=["status", "steps_done", "eval_return_mean", "eval_return_std",
+                                 "best_eval_return", "finished_at", "heartbeat_at"])
+
+    def mark_failed(self, error: str, traceback: str = "") -> None:
+        self.status = self.Status.FAILED
+        self.error = error
+        self.traceback = traceback
+        self.finished_at = timezone.now()
+        self.save(update_fields=["status", "error", "traceback", "finished_at"])
+
+    def cancel_queued(self) -> bool:
+        """Cancel a run that no worker has claimed yet; False when it is no longer queued."""
+        return bool(Run.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
+            status=self.Status.CANCELLED, finished_at=timezone.now()))
+
+    @classmethod
+    def mark_lost_runs(cls) -> int:
+        """Runs whose worker stopped sending heartbeats become `lost`; returns how many."""
+        stale = timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT)
+        return cls.objects.filter(Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True),
+                                  status=cls.Status.RUNNING).update(
+            status=cls.Status.LOST, finished_at=timezone.now(),
+            error="The worker stopped sending heartbeats (it was stopped or lost its connection).")
+
+
+class Event(models.Model):
+    """One event a run reported (trainer/events.py); `seq` numbers them per run, as the live stream does."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    kind = models.CharField(max_length=20)
+    step = models.BigIntegerField()
+    time = models.FloatField()
+    values = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["run_id", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq_per_run")]
+        indexes = [models.Index(fields=["run", "kind", "seq"])]
+
+    def __str__(self):
+        return f"{self.run_id}#{self.seq} {self.kind}"
+
+    def as_dict(self) -> dict:
+        return {"seq": self.seq, "kind": self.kind, "step": self.step, "time": self.time, "values": self.values}
+
+
+def checkpoint_path(checkpoint: "Checkpoint", filename: str) -> str:
+    return f"checkpoints/run_{checkpoint.run_id}/{filename}"
+
+
+class Checkpoint(models.Model):
+    class Tag(models.TextChoices):
+        PERIODIC = "periodic"
+        BEST = "best"
+        FINAL = "final"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    tag = models.CharField(max_length=20, choices=Tag.choices)
+    step = models.PositiveBigIntegerField()
+    file = models.FileField(upload_to=checkpoint_path, max_length=500)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run_id", "step", "id"]
+
+    def __str__(self):
+        return f"{self.run} {self.tag} @ {self.step}"
+
+    def get_absolute_url(self):
+        return reverse("checkpoint-download", args=[self.pk])
+
+    @property
+    def download_name(self) -> str:
+        if self.tag == self.Tag.PERIODIC:
+            return f"run{self.run_id}-step{self.step}.zip"
+        return f"run{self.run_id}-{self.tag}.zip"
+
+
+@receiver(post_delete, sender=Checkpoint)
+def delete_checkpoint_file(sender, instance: Checkpoint, **kwargs):
+    """The row and its file go together, also when a run or an experiment is deleted."""
+    instance.file.delete(save=False)

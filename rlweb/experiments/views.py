@@ -1,0 +1,156 @@
+"""Pages and endpoints. Every object is fetched through an access helper that answers 404 for other users'."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_not_required
+from django.core.handlers.asgi import ASGIRequest
+from django.db import transaction
+from django.db.models import Count, Q
+from django.http import FileResponse, Http404, JsonResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+from trainer.envs import known_env_ids
+
+from rlweb.experiments import live
+from rlweb.experiments.forms import ExperimentForm, SignupForm
+from rlweb.experiments.history import EVENT_KINDS, history
+from rlweb.experiments.models import Checkpoint, Experiment, Run
+
+logger = logging.getLogger(__name__)
+
+WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")
+
+
+def owned_experiment(request, experiment_id: int) -> Experiment:
+    return get_object_or_404(Experiment, pk=experiment_id, owner=request.user)
+
+
+def owned_run(request, run_id: int) -> Run:
+    return get_object_or_404(Run.objects.select_related("experiment"), pk=run_id, experiment__owner=request.user)
+
+
+def whole_number(raw: str, name: str) -> int:
+    if not WHOLE_NUMBER.fullmatch(raw.strip()):
+        raise ValueError(f"{name} must be a whole number ≥ 0, not {raw[:40]!r}")
+    return int(raw)
+
+
+@functools.cache
+def env_ids() -> list[str]:
+    return known_env_ids()
+
+
+@login_not_required
+def signup(request):
+    if not settings.ALLOW_SIGNUP:
+        raise Http404("Sign-up is turned off on this site.")
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        login(request, form.save())
+        return redirect("experiment-list")
+    return render(request, "registration/signup.html", {"form": form})
+
+
+def experiment_list(request):
+    Run.mark_lost_runs()
+    experiments = (Experiment.objects.filter(owner=request.user)
+                   .annotate(run_count=Count("runs"),
+                             active_count=Count("runs", filter=Q(runs__status__in=["queued", "running"]))))
+    return render(request, "experiments/experiment_list.html", {"experiments": experiments})
+
+
+def experiment_new(request):
+    algorithm = request.POST.get("algorithm") or request.GET.get("algorithm")
+    form = ExperimentForm(request.POST or None, algorithm=algorithm)
+    if request.method == "POST" and form.is_valid():
+        with transaction.atomic():
+            experiment = form.save(owner=request.user)
+            runs = experiment.launch()
+        messages.success(request, f"Launched {len(runs)} run{'s' if len(runs) != 1 else ''}.")
+        return redirect(experiment)
+    return render(request, "experiments/experiment_form.html", {"form": form, "env_ids": env_ids()})
+
+
+def experiment_detail(request, experiment_id: int):
+    experiment = owned_experiment(request, experiment_id)
+    Run.mark_lost_runs()
+    return render(request, "experiments/experiment_detail.html",
+                  {"experiment": experiment, "runs": experiment.runs.all()})
+
+
+def run_detail(request, run_id: int):
+    run = owned_run(request, run_id)
+    checkpoints = run.checkpoints.all()
+    return render(request, "experiments/run_detail.html", {"run": run, "checkpoints": checkpoints})
+
+
+@require_POST
+def run_cancel(request, run_id: int):
+    run = owned_run(request, run_id)
+    if run.cancel_queued():
+        revoke(run.task_id)
+        messages.success(request, "Cancelled before it started.")
+    elif run.status == Run.Status.RUNNING:
+        live.request_stop(run.pk)
+        messages.info(request, "Stopping: the run saves a final checkpoint, then ends as cancelled.")
+    else:
+        messages.info(request, f"This run has already ended ({run.status}).")
+    return redirect(run)
+
+
+def revoke(task_id: str) -> None:
+    """Tell workers to drop a queued task without terminating anything (the claim would skip it anyway)."""
+    from rlweb.celery import app
+
+    try:
+        app.control.revoke(task_id)
+    except Exception as error:  # the broker may be down; the run is already marked cancelled
+        logger.warning("cannot revoke task %s: %s", task_id, error)
+
+
+def run_events(request, run_id: int):
+    run = owned_run(request, run_id)
+    try:
+        after = whole_number(request.GET.get("after", "0"), "after")
+        kinds = tuple(request.GET["kinds"].split(",")) if request.GET.get("kinds") else EVENT_KINDS
+        unknown = [kind for kind in kinds if kind not in EVENT_KINDS]
+        if unknown:
+            raise ValueError(f"unknown event kind {unknown[0][:40]!r}; known: {', '.join(EVENT_KINDS)}")
+        full = request.GET.get("full", "0")
+        if full not in ("0", "1"):
+            raise ValueError("full must be 0 or 1")
+    except ValueError as error:
+        return JsonResponse({"error": str(error)}, status=400)
+    return JsonResponse(history(run, after=after, kinds=kinds, full=full == "1"))
+
+
+def run_stream(request, run_id: int):
+    """Server-sent events from the run's live stream, resuming after `Last-Event-ID` (or `?last_id=`)."""
+    run = owned_run(request, run_id)
+    try:
+        last_seq = whole_number(request.headers.get("Last-Event-ID") or request.GET.get("last_id", "0"), "last_id")
+    except ValueError as error:
+        return JsonResponse({"error": str(error)}, status=400)
+    follow = live.follow_async if isinstance(request, ASGIRequest) else live.follow
+    response = StreamingHttpResponse(follow(run.pk, last_seq), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx: pass each message on at once
+    return response
+
+
+def checkpoint_download(request, checkpoint_id: int):
+    checkpoint = get_object_or_404(Checkpoint.objects.select_related("run"), pk=checkpoint_id,
+                                   run__experiment__owner=request.user)
+    try:
+        file = checkpoint.file.open("rb")
+    except FileNotFoundError:
+        raise Http404("The checkpoint file is missing from storage.") from None
+    return FileResponse(file, as_attachment=True, filename=checkpoint.download_name,
+                        content_type="application/zip")
