@@ -48,8 +48,9 @@ def hyperparameter_field(param: Param) -> forms.Field:
         return forms.ChoiceField(choices=[(choice, choice) for choice in param.choices], initial=param.default,
                                  help_text=help_text)
     input_mode = {int: "numeric", float: "decimal"}.get(param.type, "text")
-    return forms.CharField(initial=param.default, help_text=help_text, max_length=200,
-                           widget=forms.TextInput(attrs={"inputmode": input_mode, "spellcheck": "false"}))
+    return forms.CharField(initial=param.default, help_text=help_text, max_length=200, required=False,
+                           widget=forms.TextInput(attrs={"inputmode": input_mode, "spellcheck": "false",
+                                                         "placeholder": str(param.default)}))
 
 
 class ExperimentForm(forms.ModelForm):
@@ -100,7 +101,7 @@ class ExperimentForm(forms.ModelForm):
             self.add_error("algorithm", "The hyperparameters shown belong to another algorithm: choose it again.")
             return cleaned
         raw = {param.name: cleaned[HYPERPARAMETER_PREFIX + param.name] for param in self.params
-               if HYPERPARAMETER_PREFIX + param.name in cleaned}
+               if cleaned.get(HYPERPARAMETER_PREFIX + param.name) not in (None, "")}  # empty: the default
         try:
             cleaned["hyperparameters"] = trainer.validate(self.algorithm_name, cleaned["env_id"], raw)
         except trainer.ConfigError as error:
