@@ -21,17 +21,66 @@ def parse_hidden_layers(text: str) -> tuple[int, ...]:
     return sizes
 
 
-class ObservationEncoder(nn.Module):
-    """Turns raw observations (as a tensor) into flat float features.
+def is_image_space(space: spaces.Space) -> bool:
+    """uint8 Box observations of 2 or 3 dimensions are images (frames, or stacks of frames)."""
+    return isinstance(space, spaces.Box) and space.dtype == np.uint8 and len(space.shape) in (2, 3)
 
-    Box: flattened floats. Discrete: one-hot. MultiDiscrete: one one-hot per dimension, concatenated.
-    MultiBinary: the bits as floats.
+
+def image_channels_first(shape: tuple[int, ...]) -> bool:
+    """(C, H, W) as frame stacks come, versus (H, W, C) as rendered RGB frames come."""
+    return len(shape) == 2 or not (shape[-1] in (1, 3, 4) and shape[0] not in (1, 3, 4))
+
+
+class NatureCNN(nn.Module):
+    """The convolutional torso of Mnih et al. 2015: three conv layers and a 512-unit linear layer.
+
+    Takes uint8 images and scales them to [0, 1] on the device, so replay keeps bytes.
+    """
+
+    def __init__(self, shape: tuple[int, ...], output_size: int = 512):
+        super().__init__()
+        self.channels_first = image_channels_first(shape)
+        if len(shape) == 2:
+            channels, height, width = 1, *shape
+        elif self.channels_first:
+            channels, height, width = shape
+        else:
+            height, width, channels = shape
+        if height < 36 or width < 36:
+            raise ValueError(f"image observations must be at least 36x36 for the Nature CNN, got {shape}")
+        self.convolutions = nn.Sequential(
+            nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = self.convolutions(torch.zeros(1, channels, height, width)).shape[1]
+        self.linear = nn.Sequential(nn.Linear(flat, output_size), nn.ReLU())
+        self.output_size = output_size
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        if images.dim() == 3:  # a batch of single-channel frames
+            images = images.unsqueeze(1)
+        elif not self.channels_first:
+            images = images.permute(0, 3, 1, 2)
+        return self.linear(self.convolutions(images.float() / 255.0))
+
+
+class ObservationEncoder(nn.Module):
+    """Turns raw observations (as a tensor) into flat float features of size `output_size`.
+
+    Box: flattened floats, or a Nature CNN for uint8 images. Discrete: one-hot. MultiDiscrete: one
+    one-hot per dimension, concatenated. MultiBinary: the bits as floats.
     """
 
     def __init__(self, space: spaces.Space):
         super().__init__()
-        self.kind = type(space).__name__
-        if isinstance(space, spaces.Box):
+        self.kind = "Image" if is_image_space(space) else type(space).__name__
+        if self.kind == "Image":
+            self.cnn = NatureCNN(space.shape)
+            self.output_size = self.cnn.output_size
+        elif isinstance(space, spaces.Box):
             self.output_size = int(np.prod(space.shape))
         elif isinstance(space, spaces.Discrete):
             self.n, self.start = int(space.n), int(space.start)
@@ -45,6 +94,8 @@ class ObservationEncoder(nn.Module):
             raise ValueError(f"unsupported observation space {space}")
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        if self.kind == "Image":
+            return self.cnn(observations)
         if self.kind == "Discrete":
             return F.one_hot(observations.long().reshape(-1) - self.start, self.n).float()
         if self.kind == "MultiDiscrete":

@@ -16,7 +16,7 @@ from torch.nn import functional as F
 
 from trainer.agent import Agent
 from trainer.buffers import ReplayBuffer
-from trainer.envs import make_vector_env
+from trainer.envs import finished_episodes, make_vector_env
 from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, register
@@ -132,8 +132,6 @@ class DQN(Agent):
         # a resumed run starts its envs from a fresh seed, not the episodes it has already played
         envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
         observations, _ = envs.reset(seed=self.seed + self.steps_done)
-        episode_returns = np.zeros(c.num_envs)
-        episode_lengths = np.zeros(c.num_envs, dtype=np.int64)
         learning_starts = min(max(c.learning_starts, c.batch_size), c.buffer_size)
         try:
             while True:
@@ -150,11 +148,8 @@ class DQN(Agent):
                 buffer.add(observations, actions, rewards, real_next_observations, terminated)
                 observations = next_observations
 
-                episode_returns += rewards
-                episode_lengths += 1
-                for i in np.flatnonzero(done):
-                    runner.episode(episode_returns[i], episode_lengths[i])
-                    episode_returns[i], episode_lengths[i] = 0.0, 0
+                for episode_return, length in finished_episodes(infos):
+                    runner.episode(episode_return, length)
 
                 before = self.steps_done
                 keep_going = runner.advance(c.num_envs)
