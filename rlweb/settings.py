@@ -173,6 +173,7 @@ STORAGES = {
 }
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+SSE_HEARTBEAT_SECONDS = 5.0  # a comment this often keeps proxies from closing an idle live stream
 
 # Celery (rlweb/celery.py reads every CELERY_* setting)
 RUN_TIME_LIMIT = 7 * 24 * 3600  # the longest run we allow, in seconds

@@ -24,7 +24,7 @@ class PlotlyFinder(BaseFinder):
 
     def find(self, path, find_all=False, **kwargs):
         if path != f"{STATIC_PREFIX}/{PLOTLY_FILE}" or not (PLOTLY_DIR / PLOTLY_FILE).is_file():
-            return [] if find_all else None
+            return []  # what Django's own finders answer for "not here"
         found = str(PLOTLY_DIR / PLOTLY_FILE)
         return [found] if find_all else found
 

@@ -33,7 +33,6 @@ FINISHED_STREAM_SECONDS = 24 * 3600  # a finished run's stream expires; its hist
 STOP_FLAG_SECONDS = 8 * 24 * 3600
 BATCH_SIZE = 200  # events written to the database at once ...
 FLUSH_SECONDS = 1.0  # ... or at least this often
-HEARTBEAT_SECONDS = 5.0  # an SSE comment this often keeps proxies from closing an idle stream
 READ_COUNT = 500  # stream entries read at once
 CATCH_UP_COUNT = 2_000  # database rows read at once when the stream lacks events
 TERMINAL_KINDS = ("finished", "failed")
@@ -193,9 +192,12 @@ def catch_up(run_id: int, last_seq: int, records: list[dict]) -> list[dict]:
     return stored + records
 
 
-def follow(run_id: int, last_seq: int, heartbeat_seconds: float = HEARTBEAT_SECONDS):
-    """SSE messages for the events after `last_seq`, until the run ends (WSGI: a sync generator)."""
+def follow(run_id: int, last_seq: int):
+    """SSE messages for the events after `last_seq`, until the run ends (WSGI: a sync generator).
+
+    A comment goes out every `settings.SSE_HEARTBEAT_SECONDS` while nothing happens."""
     client = redis_client()
+    heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
     yield RETRY_MESSAGE
     while True:
         status = run_status(run_id)
@@ -220,9 +222,10 @@ def follow(run_id: int, last_seq: int, heartbeat_seconds: float = HEARTBEAT_SECO
             yield HEARTBEAT_MESSAGE
 
 
-async def follow_async(run_id: int, last_seq: int, heartbeat_seconds: float = HEARTBEAT_SECONDS):
+async def follow_async(run_id: int, last_seq: int):
     """The same messages as `follow`, for ASGI: an async generator over redis.asyncio."""
     client = redis.asyncio.Redis.from_url(settings.REDIS_URL, decode_responses=True)
+    heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
     try:
         yield RETRY_MESSAGE
         while True:

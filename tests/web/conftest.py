@@ -11,7 +11,7 @@ from rlweb.experiments.tasks import train_run
 from tests.web.helpers import PASSWORD, TINY_DQN, TINY_STEPS
 
 @pytest.fixture(autouse=True)
-def web_environment(live_redis, settings, tmp_path):
+def web_environment(db, live_redis, settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
     return live_redis
 

@@ -1,0 +1,114 @@
+"""The new-experiment form: built from the algorithm's schema, and bad values refused next to their field
+before anything is queued."""
+
+import re
+
+import pytest
+import trainer
+from django.urls import reverse
+
+from rlweb.experiments.models import Experiment, Run
+from tests.web.helpers import form_data
+
+
+def field_block(html: str, name: str) -> str:
+    """The `.field` block of the form that holds the input called `name`."""
+    for block in re.split(r'(?=<div class="field)', html):
+        if f'name="{name}"' in block:
+            return block
+    raise AssertionError(f"no field {name} on the page")
+
+
+def test_it_shows_one_field_per_hyperparameter_with_its_default_help_and_bounds(owner_client):
+    response = owner_client.get(reverse("experiment-new"))
+    assert response.status_code == 200
+    html = response.content.decode()
+    for param in trainer.get_spec("dqn").params():
+        block = field_block(html, f"hp_{param.name}")
+        assert f'value="{param.default}"' in block or param.type is bool
+        assert param.help.split(".")[0] in block
+    assert "&gt; 0" in field_block(html, "hp_learning_rate")  # learning_rate > 0
+    assert 'list="env-ids"' in field_block(html, "env_id")
+    assert '<option value="CartPole-v1">' in html
+
+
+def test_the_fields_follow_the_algorithm_in_the_query(owner_client):
+    response = owner_client.get(reverse("experiment-new"), {"algorithm": "dqn"})
+    assert response.context["form"].algorithm_name == "dqn"
+    unknown = owner_client.get(reverse("experiment-new"), {"algorithm": "no-such-thing"})
+    assert unknown.status_code == 200 and unknown.context["form"].algorithm_name == "dqn"
+
+
+def test_a_valid_form_creates_the_experiment_and_one_queued_run_per_seed(owner, owner_client, live_redis,
+                                                                          django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = owner_client.post(reverse("experiment-new"), form_data(num_seeds="3", hp_learning_rate="5e-4"))
+    experiment = Experiment.objects.get()
+    assert response.status_code == 302 and response["Location"] == experiment.get_absolute_url()
+    assert experiment.owner == owner
+    assert experiment.hyperparameters["learning_rate"] == 0.0005  # parsed values, not strings
+    assert experiment.hyperparameters["hidden_layers"] == "32,32"
+    runs = list(experiment.runs.all())
+    assert [run.seed for run in runs] == [0, 1, 2]
+    assert all(run.status == Run.Status.QUEUED and run.task_id for run in runs)
+    assert live_redis.llen("cpu") == 3
+
+
+@pytest.mark.parametrize("device, queue", [("cpu", "cpu"), ("cuda", "gpu"), ("auto", "cpu")])
+def test_runs_go_to_the_queue_of_their_device(owner_client, live_redis, django_capture_on_commit_callbacks,
+                                              device, queue):
+    with django_capture_on_commit_callbacks(execute=True):
+        owner_client.post(reverse("experiment-new"), form_data(device=device))
+    assert live_redis.llen(queue) == 1
+
+
+def test_auto_runs_go_to_the_configured_queue(owner_client, live_redis, settings, django_capture_on_commit_callbacks):
+    settings.AUTO_QUEUE = "gpu"
+    with django_capture_on_commit_callbacks(execute=True):
+        owner_client.post(reverse("experiment-new"), form_data(device="auto"))
+    assert live_redis.llen("gpu") == 1 and live_redis.llen("cpu") == 0
+
+
+def test_an_empty_hyperparameter_takes_its_default(owner_client, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        owner_client.post(reverse("experiment-new"), form_data(hp_gamma=""))
+    defaults = {param.name: param.default for param in trainer.get_spec("dqn").params()}
+    assert Experiment.objects.get().hyperparameters["gamma"] == defaults["gamma"]
+
+
+BAD_INPUTS = [
+    pytest.param({"env_id": "NoSuchEnv-v0"}, "env_id", "Unknown environment id", id="unknown env id"),
+    pytest.param({"env_id": "CartPol-v1"}, "env_id", "Did you mean CartPole-v1", id="misspelt env id"),
+    pytest.param({"env_id": "Pendulum-v1"}, "env_id", "needs Discrete actions", id="continuous actions for dqn"),
+    pytest.param({"hp_learning_rate": "0"}, "hp_learning_rate", "must be greater than 0", id="zero learning rate"),
+    pytest.param({"hp_learning_rate": "-0.001"}, "hp_learning_rate", "must be greater than 0",
+                 id="negative learning rate"),
+    pytest.param({"hp_batch_size": "2000", "hp_buffer_size": "1000"}, "hp_batch_size",
+                 "must not exceed the buffer size", id="batch size above buffer size"),
+    pytest.param({"hp_learning_rate": "fast"}, "hp_learning_rate", "must be a number", id="not a number"),
+    pytest.param({"hp_batch_size": "1.5"}, "hp_batch_size", "must be a whole number", id="not a whole number"),
+    pytest.param({"total_steps": "many"}, "total_steps", "Enter a whole number", id="steps not a number"),
+    pytest.param({"total_steps": "0"}, "total_steps", "greater than or equal to 1", id="zero steps"),
+    pytest.param({"num_seeds": "0"}, "num_seeds", "greater than or equal to 1", id="zero seeds"),
+    pytest.param({"algorithm": "ppo-from-the-future"}, "algorithm", "Select a valid choice", id="unknown algorithm"),
+    pytest.param({"name": ""}, "name", "This field is required", id="no name"),
+]
+
+
+@pytest.mark.parametrize("overrides, field, message", BAD_INPUTS)
+def test_it_refuses_bad_input_next_to_the_field_and_queues_nothing(owner_client, live_redis, overrides, field,
+                                                                   message, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = owner_client.post(reverse("experiment-new"), form_data(**overrides))
+    assert response.status_code == 200
+    assert any(message in error for error in response.context["form"].errors[field])
+    block = field_block(response.content.decode(), field)
+    assert f'id="id_{field}_error"' in block and message in block
+    assert not Experiment.objects.exists() and not Run.objects.exists()
+    assert not callbacks and live_redis.llen("cpu") == 0 and live_redis.llen("gpu") == 0
+
+
+def test_it_reports_every_bad_field_at_once(owner_client):
+    response = owner_client.post(reverse("experiment-new"),
+                                 form_data(env_id="Pendulum-v1", hp_learning_rate="0", hp_gamma="x"))
+    assert {"env_id", "hp_learning_rate", "hp_gamma"} <= set(response.context["form"].errors)

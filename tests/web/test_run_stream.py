@@ -1,0 +1,175 @@
+"""The live stream (server-sent events): WSGI and ASGI paths, resuming after Last-Event-ID without losing
+or doubling an event, heartbeats, the database fallback for trimmed events, and access."""
+
+import json
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from django.urls import reverse
+from django.utils import timezone
+
+from rlweb.experiments import live
+from rlweb.experiments.live import RedisSink
+from rlweb.experiments.models import Event, Run
+from tests.web.helpers import async_sse_text, events_of, parse_sse, read_sse, read_sse_async
+
+
+def stream_url(run, **query):
+    url = reverse("run-stream", args=[run.pk])
+    return url + ("?" + "&".join(f"{key}={value}" for key, value in query.items()) if query else "")
+
+
+def stored_events(run):
+    return [event.as_dict() for event in Event.objects.filter(run=run)]
+
+
+def emit_episodes(sink, count):
+    for _ in range(count):
+        sink.emit({"kind": "episode", "step": sink.steps_done + 10, "time": 0.1,
+                   "values": {"rollout/episode_return": 10.0, "rollout/episode_length": 10}})
+
+
+def read_messages(response, count):
+    """The first `count` run-event messages of a live (unfinished) sync stream, then hang up."""
+    chunks = iter(response.streaming_content)
+    messages = []
+    while len([message for message in messages if message["event"] == "message" and message["data"]]) < count:
+        messages += parse_sse(next(chunks).decode())
+    response.close()
+    return events_of(messages)
+
+
+@pytest.fixture
+def running_run(queued_run):
+    Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.RUNNING, started_at=timezone.now())
+    queued_run.refresh_from_db()
+    return queued_run
+
+
+def test_the_stream_sends_every_event_of_a_finished_run_then_ends(owner_client, trained_run):
+    response = owner_client.get(stream_url(trained_run))
+    assert response["Cache-Control"] == "no-cache"
+    assert read_sse(response) == stored_events(trained_run)
+
+
+def test_the_asgi_stream_is_an_async_generator_with_the_same_events(owner, trained_run):
+    assert async_to_sync(read_sse_async)(owner, stream_url(trained_run)) == stored_events(trained_run)
+
+
+@pytest.mark.parametrize("resume", ["header", "query"])
+def test_it_resumes_after_the_last_event_id(owner_client, trained_run, resume):
+    everything = stored_events(trained_run)
+    cut = len(everything) // 2
+    if resume == "header":
+        response = owner_client.get(stream_url(trained_run, last_id=0), headers={"Last-Event-ID": str(cut)})
+    else:
+        response = owner_client.get(stream_url(trained_run, last_id=cut))
+    assert read_sse(response) == everything[cut:]
+
+
+def test_the_asgi_stream_resumes_after_the_last_event_id(owner, trained_run):
+    everything = stored_events(trained_run)
+    resumed = async_to_sync(read_sse_async)(owner, stream_url(trained_run), **{"Last-Event-ID": "7"})
+    assert resumed == everything[7:]
+
+
+def test_a_reconnect_during_a_live_run_neither_loses_nor_doubles_an_event(owner_client, running_run):
+    sink = RedisSink(running_run, batch_size=1000, flush_seconds=1000)  # the database lags behind Redis
+    sink.emit({"kind": "started", "step": 0, "time": 0.0, "values": {}})
+    emit_episodes(sink, 5)
+    first = read_messages(owner_client.get(stream_url(running_run)), 4)  # the page hangs up after 4 events
+    emit_episodes(sink, 5)
+    sink.emit({"kind": "finished", "step": sink.steps_done, "time": 1.0, "values": {"status": "succeeded"}})
+    sink.close()
+    second = read_sse(owner_client.get(stream_url(running_run), headers={"Last-Event-ID": str(first[-1]["seq"])}))
+    assert [event["seq"] for event in first + second] == list(range(1, 13))
+    assert first + second == stored_events(running_run)
+
+
+def test_history_and_stream_together_give_every_event_once(owner_client, running_run):
+    sink = RedisSink(running_run, batch_size=3, flush_seconds=1000)
+    sink.emit({"kind": "started", "step": 0, "time": 0.0, "values": {}})
+    emit_episodes(sink, 7)  # 3 more reach the database, the last 4 only Redis so far
+    history = owner_client.get(reverse("run-events", args=[running_run.pk])).json()
+    emit_episodes(sink, 2)
+    sink.emit({"kind": "finished", "step": sink.steps_done, "time": 1.0, "values": {"status": "succeeded"}})
+    sink.close()
+    live_events = read_sse(owner_client.get(stream_url(running_run, last_id=history["last_seq"])))
+    assert [event["seq"] for event in history["events"] + live_events] == list(range(1, 12))
+
+
+def test_events_trimmed_from_redis_come_from_the_database(owner_client, trained_run, live_redis):
+    live_redis.xtrim(live.stream_key(trained_run.pk), maxlen=3, approximate=False)
+    assert read_sse(owner_client.get(stream_url(trained_run))) == stored_events(trained_run)
+    live_redis.delete(live.stream_key(trained_run.pk))  # expired, or Redis restarted empty
+    assert read_sse(owner_client.get(stream_url(trained_run))) == stored_events(trained_run)
+
+
+def test_it_sends_heartbeats_while_waiting_and_ends_when_the_run_ends(owner_client, running_run, settings):
+    settings.SSE_HEARTBEAT_SECONDS = 0.1
+    chunks = iter(owner_client.get(stream_url(running_run)).streaming_content)
+    assert next(chunks).decode().startswith("retry:")
+    assert next(chunks).decode() == ": heartbeat\n\n"
+    Run.objects.filter(pk=running_run.pk).update(status=Run.Status.LOST)  # no final event will ever come
+    rest = parse_sse(b"".join(chunks).decode())
+    assert rest[-1]["event"] == "end" and json.loads(rest[-1]["data"]) == {"status": "lost"}
+
+
+def test_the_asgi_stream_sends_heartbeats_and_ends_when_the_run_ends(owner, running_run, settings):
+    settings.SSE_HEARTBEAT_SECONDS = 0.1
+
+    async def scenario():
+        from django.test import AsyncClient
+
+        client = AsyncClient()
+        await client.aforce_login(owner)
+        response = await client.get(stream_url(running_run))
+        chunks = response.streaming_content.__aiter__()
+        assert (await chunks.__anext__()).decode().startswith("retry:")
+        assert (await chunks.__anext__()).decode() == ": heartbeat\n\n"
+        await sync_to_async(Run.objects.filter(pk=running_run.pk).update)(status=Run.Status.CANCELLED)
+        return "".join([chunk.decode() async for chunk in chunks])
+
+    rest = parse_sse(async_to_sync(scenario)())
+    assert rest[-1]["event"] == "end" and json.loads(rest[-1]["data"]) == {"status": "cancelled"}
+
+
+def test_a_run_cancelled_before_it_started_ends_the_stream_at_once(owner_client, queued_run):
+    queued_run.cancel_queued()
+    messages = parse_sse(b"".join(owner_client.get(stream_url(queued_run)).streaming_content).decode())
+    assert [message["event"] for message in messages] == ["message", "end"]  # retry, then end
+    assert json.loads(messages[-1]["data"]) == {"status": "cancelled"}
+
+
+@pytest.mark.parametrize("query, header", [
+    ({"last_id": "abc"}, None), ({"last_id": "-1"}, None), ({"last_id": "1e3"}, None),
+    ({}, "not-a-number"), ({"last_id": "9" * 40}, None),
+])
+def test_a_bad_last_event_id_is_a_400(owner_client, trained_run, query, header):
+    headers = {"Last-Event-ID": header} if header else {}
+    response = owner_client.get(stream_url(trained_run, **query), headers=headers)
+    assert response.status_code == 400 and "last_id" in response.json()["error"]
+
+
+def test_a_stranger_gets_a_404_and_no_events(stranger, stranger_client, trained_run):
+    assert stranger_client.get(stream_url(trained_run)).status_code == 404
+    response = async_to_sync(async_404)(stranger, stream_url(trained_run))
+    assert response.status_code == 404
+
+
+async def async_404(user, url):
+    from django.test import AsyncClient
+
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return await client.get(url)
+
+
+def test_a_missing_run_is_a_404(owner_client):
+    assert owner_client.get("/runs/123456/stream").status_code == 404
+    assert owner_client.get("/runs/99999999999999999999999/stream").status_code == 404
+
+
+def test_the_stream_opens_with_a_retry_hint_and_closes_with_the_final_status(owner, trained_run):
+    text = async_to_sync(async_sse_text)(owner, stream_url(trained_run))
+    assert text.startswith("retry: 2000\n\n") and text.rstrip().endswith('data: {"status": "succeeded"}')
