@@ -220,7 +220,7 @@ def check_port_free(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as error:
-            raise Failed(f"cannot listen on {host}:{port} ({error.strerror}): pick another with --port") from None
+            raise Failed(f"cannot listen on {host}:{port} ({error.strerror}): pick another with --port (make run PORT=...)") from None
 
 
 def answers(url: str) -> int | None:
@@ -235,9 +235,9 @@ def answers(url: str) -> int | None:
 
 
 def serve(args, var: Path, env: dict) -> int:
-    check_port_free(args.host, args.port)
     children: list[Child] = []
     try:
+        check_port_free(args.host, args.port)
         if "REDIS_URL" not in os.environ:
             children.append(start_redis(var, env))
         python = sys.executable
