@@ -191,3 +191,19 @@ def test_a_child_that_dies_takes_the_devserver_down(var_dir):
     os.kill(int(worker.split(":")[0]), signal.SIGKILL)
     assert server.exit_code() == 1
     assert processes_using(var_dir) == []
+
+
+def test_a_busy_port_is_refused_with_a_clear_message(var_dir):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "rlweb.devserver", "--port", str(port), "--var-dir", str(var_dir)],
+            env=own_environment(), cwd=REPO, capture_output=True, text=True, timeout=60,
+        )
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"rlweb: cannot listen on 127.0.0.1:{port} (Address already in use): pick another with --port (make run PORT=...)"
+    )
+    assert processes_using(var_dir) == []
