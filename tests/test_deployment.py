@@ -207,3 +207,10 @@ def test_a_busy_port_is_refused_with_a_clear_message(var_dir):
         f"rlweb: cannot listen on 127.0.0.1:{port} (Address already in use): pick another with --port (make run PORT=...)"
     )
     assert processes_using(var_dir) == []
+
+
+def test_the_readme_links_only_to_files_that_exist():
+    readme = (REPO / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#]+)\)", readme)
+    assert "docs/screenshots/run-page.png" in targets
+    assert [target for target in targets if "://" not in target and not (REPO / target).exists()] == []
