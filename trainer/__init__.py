@@ -18,7 +18,9 @@ def make(algorithm: str, env_id: str, seed: int = 0, device: str = "auto", **hyp
     """An untrained agent; hyperparameters are checked against the algorithm's schema first."""
     spec = get_spec(algorithm)
     validate(algorithm, env_id, hyperparameters)
-    return spec.agent_class(env_id, spec.build_config(hyperparameters), seed=seed, device=device)
+    agent = spec.agent_class(env_id, spec.build_config(hyperparameters), seed=seed, device=device)
+    agent.name = spec.name  # presets share a class: the instance keeps the name it was made with
+    return agent
 
 
 __all__ = ["make", "load", "validate", "algorithm_names", "get_spec", "ConfigError", "CheckpointError"]

@@ -1,4 +1,4 @@
-"""Replay storage shared by the off-policy algorithms."""
+"""Replay storage for the off-policy algorithms; rollouts, returns and advantages for the on-policy ones."""
 
 from __future__ import annotations
 
@@ -11,35 +11,42 @@ import torch
 class ReplayBatch(NamedTuple):
     obs: torch.Tensor
     actions: torch.Tensor
-    rewards: torch.Tensor
-    next_obs: torch.Tensor
+    rewards: torch.Tensor  # with n-step sampling: the discounted sum of the window's rewards
+    next_obs: torch.Tensor  # the observation to bootstrap from
     terminated: torch.Tensor  # 1.0 only at a true terminal state; time-limit truncations stay 0 (bootstrapped)
+    discounts: torch.Tensor | None = None  # gamma ** (steps in the window), when sampled with a gamma
+    weights: torch.Tensor | None = None  # importance-sampling weights (prioritized replay)
+    indices: np.ndarray | None = None  # where the samples live, to update their priorities
 
 
 class ReplayBuffer:
     """A ring buffer of transitions, each stored with its real next observation.
 
     Storing `next_obs` explicitly (rather than reading obs[i + 1]) keeps the last observation of a
-    truncated episode, which the bootstrap needs (ALGORITHMS.md, DQN checklist).
+    truncated episode, which the bootstrap needs (ALGORITHMS.md, DQN checklist). Transitions of a
+    vector env arrive `num_envs` at a time, so the next step of the same sub-env sits `num_envs` slots
+    later; the capacity is rounded down to a multiple of `num_envs` to keep that true across the wrap.
     """
 
     def __init__(self, capacity: int, obs_shape: tuple, obs_dtype, action_shape: tuple = (), action_dtype=np.int64,
-                 device: torch.device | str = "cpu"):
-        self.capacity = int(capacity)
+                 device: torch.device | str = "cpu", num_envs: int = 1):
+        self.num_envs = int(num_envs)
+        self.capacity = max(self.num_envs, int(capacity) // self.num_envs * self.num_envs)
         self.device = torch.device(device)
         self.obs = np.zeros((self.capacity, *obs_shape), dtype=obs_dtype)
         self.next_obs = np.zeros((self.capacity, *obs_shape), dtype=obs_dtype)
         self.actions = np.zeros((self.capacity, *action_shape), dtype=action_dtype)
         self.rewards = np.zeros(self.capacity, dtype=np.float32)
         self.terminated = np.zeros(self.capacity, dtype=np.float32)
+        self.ended = np.zeros(self.capacity, dtype=bool)  # terminated or truncated: an n-step window stops here
         self.position = 0  # where the next transition goes
         self.size = 0
 
     def __len__(self) -> int:
         return self.size
 
-    def add(self, obs, actions, rewards, next_obs, terminated) -> None:
-        """Add one transition per sub-env (arrays with a leading batch dimension)."""
+    def add(self, obs, actions, rewards, next_obs, terminated, truncated=None) -> np.ndarray:
+        """Add one transition per sub-env (arrays with a leading batch dimension); returns their slots."""
         count = len(rewards)
         indices = (self.position + np.arange(count)) % self.capacity
         self.obs[indices] = obs
@@ -47,16 +54,332 @@ class ReplayBuffer:
         self.actions[indices] = actions
         self.rewards[indices] = rewards
         self.terminated[indices] = terminated
+        self.ended[indices] = np.logical_or(terminated, truncated) if truncated is not None else terminated
         self.position = int((self.position + count) % self.capacity)
         self.size = min(self.capacity, self.size + count)
+        return indices
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> ReplayBatch:
+    def sample(self, batch_size: int, rng: np.random.Generator, n_step: int = 1,
+               gamma: float | None = None) -> ReplayBatch:
         indices = rng.integers(0, self.size, size=batch_size)
-        return self.batch(indices)
+        return self.batch(indices, n_step, gamma)
 
-    def batch(self, indices: np.ndarray) -> ReplayBatch:
+    def batch(self, indices: np.ndarray, n_step: int = 1, gamma: float | None = None) -> ReplayBatch:
+        """The transitions at `indices`; with `n_step` > 1, n-step returns.
+
+        A window of the same sub-env's next steps stops after the first step that ended its episode
+        (terminated or truncated) and at the newest stored step; its return is sum_k gamma^k r_k and
+        the bootstrap uses the last step's real next observation, discounted by gamma^m for the m
+        steps actually in the window, and masked only when that step was a true termination.
+        """
         def tensor(array):
-            return torch.as_tensor(array[indices], device=self.device)
+            return torch.as_tensor(array, device=self.device)
 
-        return ReplayBatch(tensor(self.obs), tensor(self.actions), tensor(self.rewards), tensor(self.next_obs),
-                           tensor(self.terminated))
+        if n_step == 1:
+            discounts = None if gamma is None else np.full(len(indices), gamma, dtype=np.float32)
+            return ReplayBatch(tensor(self.obs[indices]), tensor(self.actions[indices]),
+                               tensor(self.rewards[indices]), tensor(self.next_obs[indices]),
+                               tensor(self.terminated[indices]), None if discounts is None else tensor(discounts),
+                               indices=indices)
+        offsets = np.arange(n_step) * self.num_envs
+        window = (indices[:, None] + offsets) % self.capacity
+        newer = (self.position - 1 - indices) % self.capacity  # transitions stored after each sample
+        stored = offsets[None, :] <= newer[:, None]
+        ended_before = np.cumsum(self.ended[window], axis=1) - self.ended[window]  # ends strictly before step k
+        included = stored & (ended_before == 0)
+        steps = included.sum(axis=1)  # m >= 1: the sampled transition itself is always in
+        powers = gamma ** np.arange(n_step, dtype=np.float64)
+        returns = (self.rewards[window] * powers * included).sum(axis=1).astype(np.float32)
+        last = window[np.arange(len(indices)), steps - 1]
+        discounts = (gamma ** steps).astype(np.float32)
+        return ReplayBatch(tensor(self.obs[indices]), tensor(self.actions[indices]), tensor(returns),
+                           tensor(self.next_obs[last]), tensor(self.terminated[last]), tensor(discounts),
+                           indices=indices)
+
+
+class SumTree:
+    """Sums of priorities in a binary tree: O(log N) update and proportional sampling, vectorised.
+
+    Leaves live at [capacity, 2 * capacity) of a power-of-two-sized array; node i sums 2i and 2i + 1.
+    """
+
+    def __init__(self, capacity: int):
+        self.capacity = 1 << max(0, int(capacity - 1).bit_length())
+        self.tree = np.zeros(2 * self.capacity, dtype=np.float64)
+
+    @property
+    def total(self) -> float:
+        return float(self.tree[1])
+
+    def __getitem__(self, indices):
+        return self.tree[np.asarray(indices) + self.capacity]
+
+    def update(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        nodes = np.asarray(indices, dtype=np.int64) + self.capacity
+        self.tree[nodes] = priorities  # with repeated indices the last one wins, as with a loop
+        nodes = np.unique(nodes // 2)
+        while nodes[0] >= 1:
+            self.tree[nodes] = self.tree[2 * nodes] + self.tree[2 * nodes + 1]
+            if nodes[0] == 1:
+                break
+            nodes = np.unique(nodes // 2)
+
+    def find(self, values: np.ndarray) -> np.ndarray:
+        """The leaf index where each cumulative `value` (in [0, total)) falls."""
+        values = np.array(values, dtype=np.float64)
+        nodes = np.ones(len(values), dtype=np.int64)
+        while nodes[0] < self.capacity:
+            left = 2 * nodes
+            go_right = values >= self.tree[left]
+            values = np.where(go_right, values - self.tree[left], values)
+            nodes = np.where(go_right, left + 1, left)
+        return nodes - self.capacity
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """Proportional prioritized replay (Schaul et al. 2016, https://arxiv.org/abs/1511.05952).
+
+    P(i) = p_i^alpha / sum_k p_k^alpha with p_i = |delta_i| + epsilon; new transitions get the largest
+    priority seen so far; importance weights (N P(i))^-beta are normalised by the batch's largest.
+    """
+
+    def __init__(self, *args, alpha: float = 0.6, epsilon: float = 1e-6, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.alpha = alpha
+        self.epsilon = epsilon
+        self.tree = SumTree(self.capacity)
+        self.max_priority = 1.0  # of p, before the power
+
+    def add(self, *args, **kwargs) -> np.ndarray:
+        indices = super().add(*args, **kwargs)
+        self.tree.update(indices, np.full(len(indices), self.max_priority ** self.alpha))
+        return indices
+
+    def sample(self, batch_size: int, rng: np.random.Generator, n_step: int = 1, gamma: float | None = None,
+               beta: float = 0.4) -> ReplayBatch:
+        # one draw from each of batch_size equal slices of the total (stratified)
+        bounds = np.linspace(0.0, self.tree.total, batch_size + 1)
+        values = rng.uniform(bounds[:-1], bounds[1:])
+        indices = np.minimum(self.tree.find(values), self.size - 1)
+        probabilities = self.tree[indices] / self.tree.total
+        weights = (self.size * probabilities) ** (-beta)
+        weights /= weights.max()
+        batch = self.batch(indices, n_step, gamma)
+        return batch._replace(weights=torch.as_tensor(weights, dtype=torch.float32, device=self.device))
+
+    def update_priorities(self, indices: np.ndarray, errors: np.ndarray) -> None:
+        priorities = np.abs(errors) + self.epsilon
+        self.max_priority = max(self.max_priority, float(priorities.max()))
+        self.tree.update(indices, priorities ** self.alpha)
+
+
+# --- on-policy storage: returns, advantages, rollouts and whole episodes ---------------------------------------
+#
+# Conventions for the (steps, envs) arrays below, one row per vector step t:
+#   terminated[t]    1 where the episode reached a terminal state at t: nothing is bootstrapped after it.
+#   episode_ends[t]  1 where the episode ended at t for any reason (terminated or truncated by a time
+#                    limit): returns and advantages do not flow back across it.
+#   next_values[t]   V(s_{t+1}) of the real next state. After a truncation that is V of the episode's last
+#                    observation (infos["final_obs"]), not of the reset observation (ALGORITHMS.md, P1, P2).
+
+
+def generalized_advantages(rewards, values, next_values, terminated, episode_ends, gamma: float,
+                           gae_lambda: float) -> tuple[np.ndarray, np.ndarray]:
+    """GAE (Schulman et al. 2016, https://arxiv.org/abs/1506.02438); returns (advantages, returns).
+
+        delta_t = r_t + gamma * (1 - terminated_t) * V(s_{t+1}) - V(s_t)
+        A_t     = delta_t + gamma * lambda * (1 - episode_ends_t) * A_{t+1}
+        R_t     = A_t + V(s_t)             (the value targets)
+    """
+    not_terminal = 1.0 - np.asarray(terminated, dtype=np.float32)
+    continues = 1.0 - np.asarray(episode_ends, dtype=np.float32)
+    deltas = rewards + gamma * not_terminal * next_values - values
+    advantages = np.zeros_like(deltas, dtype=np.float32)
+    running = np.zeros(deltas.shape[1:], dtype=np.float32)
+    for t in reversed(range(len(deltas))):
+        running = deltas[t] + gamma * gae_lambda * continues[t] * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+def n_step_returns(rewards, next_values, terminated, episode_ends, gamma: float) -> np.ndarray:
+    """Discounted returns to the end of the rollout, bootstrapped from the critic where it is cut off:
+
+        G_t = r_t + gamma * G_{t+1}                          inside an episode,
+        G_t = r_t + gamma * (1 - terminated_t) * V(s_{t+1})  where the episode ends at t (truncation bootstraps),
+        G_{T-1} = r_{T-1} + gamma * V(s_T)                   at the rollout's end.
+
+    With n rollout steps, the first step's return looks n steps ahead (A2C; Mnih et al. 2016). Equal
+    to GAE's returns with lambda = 1.
+    """
+    not_terminal = 1.0 - np.asarray(terminated, dtype=np.float32)
+    ends = np.asarray(episode_ends, dtype=bool)
+    returns = np.zeros_like(rewards, dtype=np.float32)
+    running = np.asarray(next_values[-1], dtype=np.float32)
+    for t in reversed(range(len(rewards))):
+        bootstrap = np.where(ends[t], not_terminal[t] * next_values[t], running)
+        running = rewards[t] + gamma * bootstrap
+        returns[t] = running
+    return returns
+
+
+def discounted_returns(rewards, gamma: float, bootstrap: float = 0.0) -> np.ndarray:
+    """Reward-to-go of one whole episode, G_t = sum_k gamma^k r_{t+k} (+ gamma^(T-t) * bootstrap)."""
+    returns = np.zeros(len(rewards), dtype=np.float32)
+    running = float(bootstrap)
+    for t in reversed(range(len(rewards))):
+        running = float(rewards[t]) + gamma * running
+        returns[t] = running
+    return returns
+
+
+class RolloutBatch(NamedTuple):
+    obs: torch.Tensor
+    actions: torch.Tensor
+    log_probs: torch.Tensor  # of the actions under the policy that collected them
+    values: torch.Tensor  # V(s_t) when collected (PPO clips the value loss around these)
+    returns: torch.Tensor  # value targets
+    advantages: torch.Tensor
+    int_values: torch.Tensor | None = None  # RND's intrinsic value head, when the buffer keeps one
+    int_returns: torch.Tensor | None = None
+
+
+class RolloutBuffer:
+    """One rollout of `num_steps` vector steps from `num_envs` sub-envs, for A2C, PPO and RND-PPO.
+
+    Per step: `add(...)`, then `set_final_values(envs, values)` for the sub-envs whose episode ended
+    (V of their real last observation). After the rollout: `compute_advantages(last_values, ...)`,
+    then `minibatches(...)` or `everything()` for the update.
+    """
+
+    def __init__(self, num_steps: int, num_envs: int, obs_shape: tuple, obs_dtype, action_shape: tuple = (),
+                 action_dtype=np.int64, intrinsic: bool = False, device: torch.device | str = "cpu"):
+        self.num_steps, self.num_envs = int(num_steps), int(num_envs)
+        self.device = torch.device(device)
+        shape = (self.num_steps, self.num_envs)
+        self.obs = np.zeros((*shape, *obs_shape), dtype=obs_dtype)
+        self.actions = np.zeros((*shape, *action_shape), dtype=action_dtype)
+        self.log_probs = np.zeros(shape, dtype=np.float32)
+        self.values = np.zeros(shape, dtype=np.float32)
+        self.rewards = np.zeros(shape, dtype=np.float32)
+        self.terminated = np.zeros(shape, dtype=np.float32)
+        self.episode_ends = np.zeros(shape, dtype=np.float32)
+        self.final_values = np.zeros(shape, dtype=np.float32)  # V(last obs) where an episode ended
+        self.advantages = np.zeros(shape, dtype=np.float32)
+        self.returns = np.zeros(shape, dtype=np.float32)
+        self.intrinsic = intrinsic
+        if intrinsic:  # RND: the real next observations, intrinsic rewards and the intrinsic value head
+            self.next_obs = np.zeros_like(self.obs)
+            self.int_values = np.zeros(shape, dtype=np.float32)
+            self.int_rewards = np.zeros(shape, dtype=np.float32)
+            self.int_returns = np.zeros(shape, dtype=np.float32)
+        self.step = 0
+
+    def reset(self) -> None:
+        self.step = 0
+
+    @property
+    def full(self) -> bool:
+        return self.step == self.num_steps
+
+    def add(self, obs, actions, log_probs, values, rewards, terminated, truncated, next_obs=None,
+            int_values=None) -> None:
+        t = self.step
+        self.obs[t] = obs
+        self.actions[t] = actions
+        self.log_probs[t] = log_probs
+        self.values[t] = values
+        self.rewards[t] = rewards
+        self.terminated[t] = terminated
+        self.episode_ends[t] = np.logical_or(terminated, truncated)
+        self.final_values[t] = 0.0
+        if self.intrinsic:
+            self.next_obs[t] = next_obs
+            self.int_values[t] = int_values
+        self.step = t + 1
+
+    def set_final_values(self, envs: np.ndarray, values: np.ndarray) -> None:
+        """V(s_T) for sub-envs whose episode ended at the step just added (used only where truncated)."""
+        self.final_values[self.step - 1, envs] = values
+
+    def next_values(self, values: np.ndarray, last_values: np.ndarray) -> np.ndarray:
+        """V(s_{t+1}) of the real next state for every step (see the conventions above)."""
+        following = np.concatenate([values[1:], np.asarray(last_values, dtype=np.float32)[None]], axis=0)
+        return np.where(self.episode_ends > 0, self.final_values, following)
+
+    def compute_advantages(self, last_values: np.ndarray, gamma: float, gae_lambda: float) -> None:
+        """GAE advantages and value targets; `last_values` is V of the observations after the last step."""
+        next_values = self.next_values(self.values, last_values)
+        self.advantages, self.returns = generalized_advantages(
+            self.rewards, self.values, next_values, self.terminated, self.episode_ends, gamma, gae_lambda)
+
+    def compute_n_step_returns(self, last_values: np.ndarray, gamma: float) -> None:
+        """n-step bootstrapped returns as value targets, advantages = returns - V(s_t) (A2C)."""
+        next_values = self.next_values(self.values, last_values)
+        self.returns = n_step_returns(self.rewards, next_values, self.terminated, self.episode_ends, gamma)
+        self.advantages = self.returns - self.values
+
+    def _flat_tensors(self) -> list[torch.Tensor | None]:
+        size = self.num_steps * self.num_envs
+
+        def flat(array):
+            return torch.as_tensor(array.reshape(size, *array.shape[2:]), device=self.device)
+
+        arrays = [self.obs, self.actions, self.log_probs, self.values, self.returns, self.advantages]
+        tensors = [flat(a) for a in arrays]
+        if self.intrinsic:
+            tensors += [flat(self.int_values), flat(self.int_returns)]
+        return tensors
+
+    def everything(self) -> RolloutBatch:
+        return RolloutBatch(*self._flat_tensors())
+
+    def minibatches(self, batch_size: int, rng: np.random.Generator):
+        """One pass over the rollout in random minibatches of `batch_size` (the last one may be smaller)."""
+        tensors = self._flat_tensors()
+        size = self.num_steps * self.num_envs
+        if batch_size >= size:  # one minibatch of everything: the order of its rows changes nothing
+            yield RolloutBatch(*tensors)
+            return
+        order = torch.as_tensor(rng.permutation(size), device=self.device)
+        for start in range(0, size, batch_size):
+            index = order[start:start + batch_size]
+            yield RolloutBatch(*(t[index] if t is not None else None for t in tensors))
+
+
+class Episode(NamedTuple):
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: bool  # False when a time limit cut it short
+    final_obs: np.ndarray  # the observation after the last action
+
+
+class EpisodeBuffer:
+    """Collects whole episodes from several sub-envs for REINFORCE and VPG.
+
+    Steps are kept per sub-env until that sub-env's episode ends; only then does the episode join
+    `finished`. A batch is therefore never a cut-off trajectory (unlike Bolts' fixed-size batches).
+    """
+
+    def __init__(self, num_envs: int):
+        self.num_envs = int(num_envs)
+        self._open: list[list[tuple]] = [[] for _ in range(self.num_envs)]
+        self.finished: list[Episode] = []
+
+    def add(self, obs, actions, rewards, terminated, truncated, final_obs=None) -> None:
+        """One vector step; `final_obs[i]` is the real last observation where sub-env i's episode ended."""
+        for i in range(self.num_envs):
+            self._open[i].append((obs[i], actions[i], rewards[i]))
+            if terminated[i] or truncated[i]:
+                steps = self._open[i]
+                self.finished.append(Episode(
+                    obs=np.stack([s[0] for s in steps]), actions=np.stack([s[1] for s in steps]),
+                    rewards=np.array([s[2] for s in steps], dtype=np.float32), terminated=bool(terminated[i]),
+                    final_obs=np.asarray(final_obs[i]) if final_obs is not None else None))
+                self._open[i] = []
+
+    def take(self) -> list[Episode]:
+        """The finished episodes, oldest first; the buffer keeps the episodes still running."""
+        episodes, self.finished = self.finished, []
+        return episodes

@@ -109,6 +109,7 @@ def load_checkpoint(path: str | Path, device: str = "auto"):
             action_space=space_from_json(config["action_space"]))
     except (KeyError, TypeError) as error:
         raise CheckpointError(f"config.json is missing or has a bad field: {error}") from error
+    agent.name = spec.name
     for module_name, module in agent.modules.items():
         prefix = f"{module_name}."
         state = {key[len(prefix):]: value for key, value in tensors.items() if key.startswith(prefix)}

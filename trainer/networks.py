@@ -104,11 +104,72 @@ class ObservationEncoder(nn.Module):
         return observations.reshape(observations.shape[0], -1).float()
 
 
-def mlp(input_size: int, hidden_sizes: tuple[int, ...], output_size: int, activation=nn.ReLU) -> nn.Sequential:
+def mlp(input_size: int, hidden_sizes: tuple[int, ...], output_size: int | None, activation=nn.ReLU,
+        linear=nn.Linear) -> nn.Sequential:
+    """Hidden layers with `activation`, then a linear output layer (none when `output_size` is None).
+    `linear` builds each layer, e.g. a NoisyLinear factory."""
     layers: list[nn.Module] = []
     size = input_size
     for hidden in hidden_sizes:
-        layers += [nn.Linear(size, hidden), activation()]
+        layers += [linear(size, hidden), activation()]
         size = hidden
-    layers.append(nn.Linear(size, output_size))
+    if output_size is not None:
+        layers.append(linear(size, output_size))
     return nn.Sequential(*layers)
+
+
+class NoisyLinear(nn.Module):
+    """A linear layer with learned Gaussian noise on its weights (Fortunato et al. 2018,
+    https://arxiv.org/abs/1706.10295). `factorised` noise is f(e_in) outer f(e_out) with
+    f(x) = sign(x) sqrt|x|; otherwise every weight draws its own noise. The noise changes only when
+    `reset_noise()` is called; in eval mode the layer uses its mean weights."""
+
+    def __init__(self, in_features: int, out_features: int, std_init: float = 0.5, factorised: bool = True):
+        super().__init__()
+        self.in_features, self.out_features, self.factorised = in_features, out_features, factorised
+        self.weight_mu = nn.Parameter(torch.empty(out_features, in_features))
+        self.weight_sigma = nn.Parameter(torch.empty(out_features, in_features))
+        self.bias_mu = nn.Parameter(torch.empty(out_features))
+        self.bias_sigma = nn.Parameter(torch.empty(out_features))
+        # buffers, not parameters: the optimiser never touches the noise
+        self.register_buffer("weight_epsilon", torch.zeros(out_features, in_features))
+        self.register_buffer("bias_epsilon", torch.zeros(out_features))
+        bound = 1 / np.sqrt(in_features)
+        nn.init.uniform_(self.weight_mu, -bound, bound)
+        nn.init.uniform_(self.bias_mu, -bound, bound)
+        if factorised:
+            nn.init.constant_(self.weight_sigma, std_init / np.sqrt(in_features))
+            nn.init.constant_(self.bias_sigma, std_init / np.sqrt(out_features))
+        else:  # independent Gaussian noise, sigma_0 = 0.017 in the paper
+            nn.init.constant_(self.weight_sigma, std_init)
+            nn.init.constant_(self.bias_sigma, std_init)
+        self.reset_noise()
+
+    @staticmethod
+    def _scaled_noise(size: int, device) -> torch.Tensor:
+        noise = torch.randn(size, device=device)
+        return noise.sign() * noise.abs().sqrt()
+
+    def reset_noise(self) -> None:
+        device = self.weight_mu.device
+        if self.factorised:
+            noise_in = self._scaled_noise(self.in_features, device)
+            noise_out = self._scaled_noise(self.out_features, device)
+            self.weight_epsilon.copy_(torch.outer(noise_out, noise_in))
+            self.bias_epsilon.copy_(noise_out)
+        else:
+            self.weight_epsilon.normal_()
+            self.bias_epsilon.normal_()
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return F.linear(inputs, self.weight_mu, self.bias_mu)
+        return F.linear(inputs, self.weight_mu + self.weight_sigma * self.weight_epsilon,
+                        self.bias_mu + self.bias_sigma * self.bias_epsilon)
+
+
+def reset_noise(module: nn.Module) -> None:
+    """Draw new noise in every NoisyLinear of `module`."""
+    for layer in module.modules():
+        if isinstance(layer, NoisyLinear):
+            layer.reset_noise()

@@ -117,7 +117,7 @@ def test_runner_reports_lifecycle_eval_and_checkpoint_events(tmp_path):
 
 def test_a_failure_is_reported_with_its_traceback():
     agent = trainer.make("dqn", "CartPole-v1", seed=0, **TINY)
-    agent.update = lambda buffer: 1 / 0
+    agent.update = lambda buffer, beta=1.0: 1 / 0
     sink = ListSink()
     with pytest.raises(ZeroDivisionError):
         agent.learn(300, sink=sink)

@@ -1,12 +1,18 @@
-"""Deep Q-Network.
+"""Deep Q-Network and its extensions, freely combinable up to Rainbow.
 
-Mnih et al. 2015, "Human-level control through deep reinforcement learning",
-https://www.nature.com/articles/nature14236. Replay buffer, target network, epsilon-greedy with a
-linear decay, Huber loss and gradient-norm clipping.
+- DQN: Mnih et al. 2015, https://www.nature.com/articles/nature14236 (replay, target network,
+  epsilon-greedy with a linear decay, Huber loss, gradient-norm clipping).
+- Double Q-learning: van Hasselt et al. 2016, https://arxiv.org/abs/1509.06461
+- Dueling heads: Wang et al. 2016, https://arxiv.org/abs/1511.06581
+- Noisy nets: Fortunato et al. 2018, https://arxiv.org/abs/1706.10295
+- n-step returns and prioritized replay: Schaul et al. 2016, https://arxiv.org/abs/1511.05952
+- Categorical (C51): Bellemare et al. 2017, https://arxiv.org/abs/1707.06887
+- Rainbow: Hessel et al. 2018, https://arxiv.org/abs/1710.02298
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,9 +21,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from trainer.agent import Agent
-from trainer.buffers import ReplayBuffer
+from trainer.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from trainer.envs import finished_episodes, make_vector_env
-from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers
+from trainer.networks import NoisyLinear, ObservationEncoder, mlp, parse_hidden_layers, reset_noise
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, register
 from trainer.schedules import crossed, linear
@@ -29,6 +35,7 @@ class DQNConfig:
 
     # Adam step size
     learning_rate: float = param(2.3e-3, "Adam learning rate.", low=0, low_inclusive=False, high=1)
+    adam_epsilon: float = param(1e-8, "Adam epsilon (Rainbow uses 1.5e-4).", low=0, low_inclusive=False, high=1)
     # transitions kept for replay
     buffer_size: int = param(100_000, "Replay buffer capacity, in transitions.", low=1, high=50_000_000)
     # env steps collected before the first gradient update
@@ -38,18 +45,43 @@ class DQNConfig:
     # a training phase every `train_frequency` env steps, of `gradient_steps` updates
     train_frequency: int = param(256, "Env steps between training phases.", low=1)
     gradient_steps: int = param(128, "Gradient updates per training phase.", low=1, high=100_000)
+    # rlpyt's replay ratio: when set, it replaces train_frequency and gradient_steps
+    replay_ratio: float = param(0.0, "Gradient updates per env step (0: use train_frequency and gradient_steps).",
+                                low=0, high=1000)
     # counted in env steps, independently of the training phases (cleanrl#322)
-    target_update_interval: int = param(10, "Env steps between copies of the online network into the target "
-                                            "network.", low=1)
+    target_update_interval: int = param(10, "Env steps between target network updates.", low=1)
+    target_update_tau: float = param(1.0, "Polyak weight of each target update (1: hard copy).", low=0,
+                                     low_inclusive=False, high=1)
     exploration_fraction: float = param(0.16, "Fraction of the run over which epsilon decays linearly.",
                                         low=0, high=1)
     exploration_initial_eps: float = param(1.0, "Epsilon at the start.", low=0, high=1)
     exploration_final_eps: float = param(0.04, "Epsilon after the decay.", low=0, high=1)
+    # rlpyt's vector epsilon: final epsilons log-spaced over the envs, from this minimum up to the final
+    exploration_final_eps_min: float = param(0.0, "With several envs, the smallest final epsilon; the envs' "
+                                                  "final epsilons are log-spaced up to exploration_final_eps "
+                                                  "(0: all equal).", low=0, high=1)
     # Huber loss threshold on the TD error; 0 means plain squared error
     delta_clip: float = param(1.0, "Huber loss threshold on the TD error (0 for squared error).", low=0)
     max_grad_norm: float = param(10.0, "Clip the gradient norm to this (0 turns clipping off).", low=0)
-    hidden_layers: str = param("256,256", "Hidden layer sizes of the Q-network, comma-separated.")
+    hidden_layers: str = param("256,256", "Hidden layer sizes after the observation encoder, comma-separated.")
     num_envs: int = param(1, "Environments stepped side by side.", low=1, high=256)
+    double_q: bool = param(False, "Double Q-learning: the online network picks the next action, the target "
+                                  "network values it.")
+    dueling: bool = param(False, "Dueling heads: Q = V + A - mean(A).")
+    noisy: bool = param(False, "Noisy linear layers explore instead of epsilon (epsilon is then 0).")
+    noisy_std: float = param(0.5, "Initial noise scale sigma_0 of the noisy layers.", low=0, high=10)
+    noisy_factorised: bool = param(True, "Factorised Gaussian noise (else independent per weight).")
+    n_step: int = param(1, "Steps of real rewards before bootstrapping.", low=1, high=100)
+    prioritized_replay: bool = param(False, "Sample transitions in proportion to their TD error.")
+    priority_alpha: float = param(0.6, "How strongly priorities shape sampling (0: uniform).", low=0, high=1)
+    priority_beta: float = param(0.4, "Initial importance-sampling exponent, annealed to 1 by the end.",
+                                 low=0, high=1)
+    priority_epsilon: float = param(1e-6, "Added to |TD error| so no transition has zero priority.", low=0,
+                                    low_inclusive=False)
+    categorical: bool = param(False, "Distributional C51 head: a categorical distribution over returns.")
+    num_atoms: int = param(51, "Atoms of the return distribution (C51).", low=2, high=1001)
+    v_min: float = param(-10.0, "Smallest return the distribution covers (C51).")
+    v_max: float = param(10.0, "Largest return the distribution covers (C51).")
 
     def check(self) -> dict[str, str]:
         errors = {}
@@ -59,17 +91,77 @@ class DQNConfig:
             parse_hidden_layers(self.hidden_layers)
         except ValueError as error:
             errors["hidden_layers"] = str(error)
+        if self.categorical and self.v_min >= self.v_max:
+            errors["v_max"] = f"must be greater than v_min ({self.v_min})"
+        if self.exploration_final_eps_min > self.exploration_final_eps:
+            errors["exploration_final_eps_min"] = "must not exceed exploration_final_eps"
+        if self.dueling and "hidden_layers" not in errors and not parse_hidden_layers(self.hidden_layers):
+            errors["hidden_layers"] = "dueling heads need at least one hidden layer"
         return errors
 
 
 class QNetwork(nn.Module):
-    def __init__(self, observation_space, num_actions: int, hidden_layers: tuple[int, ...]):
+    """Encoder, hidden layers, then Q-values [B, A], or per-atom logits [B, A, atoms] for C51.
+
+    With dueling heads the last hidden layer splits into a value stream and an advantage stream.
+    """
+
+    def __init__(self, observation_space, num_actions: int, config: DQNConfig):
         super().__init__()
+        c = config
+        self.num_actions, self.num_atoms = num_actions, (c.num_atoms if c.categorical else 1)
+        linear = nn.Linear
+        if c.noisy:
+            def linear(n_in, n_out):
+                return NoisyLinear(n_in, n_out, c.noisy_std, c.noisy_factorised)
         self.encoder = ObservationEncoder(observation_space)
-        self.body = mlp(self.encoder.output_size, hidden_layers, num_actions)
+        layers = parse_hidden_layers(c.hidden_layers)
+        outputs = num_actions * self.num_atoms
+        self.dueling = c.dueling
+        if c.dueling:
+            self.body = mlp(self.encoder.output_size, layers[:-1], None, linear=linear)
+            width = layers[-2] if len(layers) > 1 else self.encoder.output_size
+            self.value = mlp(width, layers[-1:], self.num_atoms, linear=linear)
+            self.advantage = mlp(width, layers[-1:], outputs, linear=linear)
+        else:
+            self.body = mlp(self.encoder.output_size, layers, outputs, linear=linear)
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
-        return self.body(self.encoder(observations))
+        features = self.body(self.encoder(observations))
+        if self.dueling:
+            value = self.value(features).view(-1, 1, self.num_atoms)
+            advantage = self.advantage(features).view(-1, self.num_actions, self.num_atoms)
+            # the mean over actions, per sample (and per atom for C51), not over the batch
+            outputs = value + advantage - advantage.mean(dim=1, keepdim=True)
+        else:
+            outputs = features.view(-1, self.num_actions, self.num_atoms)
+        return outputs.squeeze(-1) if self.num_atoms == 1 else outputs
+
+
+def categorical_projection(next_probabilities: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
+                           support: torch.Tensor) -> torch.Tensor:
+    """Project the distribution of r + discount * Z onto the fixed support (C51's target).
+
+    `discounts` already hold gamma^m * (1 - terminated). Each shifted atom Tz is clamped into
+    [v_min, v_max] and its probability split between its two neighbouring atoms in proportion to
+    closeness: the triangular kernel max(0, 1 - |Tz - z_j| / dz) (as rlpyt), which needs no special
+    case for atoms that land exactly on a bin.
+    """
+    delta = support[1] - support[0]
+    shifted = (rewards.unsqueeze(1) + discounts.unsqueeze(1) * support.unsqueeze(0)).clamp(support[0], support[-1])
+    kernel = (1 - (shifted.unsqueeze(2) - support.view(1, 1, -1)).abs() / delta).clamp(min=0)  # [B, i, j]
+    return (next_probabilities.unsqueeze(2) * kernel).sum(dim=1)
+
+
+@contextlib.contextmanager
+def mean_weights(network: nn.Module):
+    """Noisy layers act with their mean weights inside this block (greedy evaluation)."""
+    was_training = network.training
+    network.eval()
+    try:
+        yield
+    finally:
+        network.train(was_training)
 
 
 class DQN(Agent):
@@ -78,99 +170,175 @@ class DQN(Agent):
     def build(self) -> None:
         c = self.config
         num_actions = int(self.action_space.n)
-        layers = parse_hidden_layers(c.hidden_layers)
-        self.q_network = QNetwork(self.observation_space, num_actions, layers).to(self.device)
-        self.target_network = QNetwork(self.observation_space, num_actions, layers).to(self.device)
+        self.q_network = QNetwork(self.observation_space, num_actions, c).to(self.device)
+        self.target_network = QNetwork(self.observation_space, num_actions, c).to(self.device)
         self.target_network.load_state_dict(self.q_network.state_dict())
         self.target_network.requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=c.learning_rate, fused=True)
+        self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=c.learning_rate, eps=c.adam_epsilon,
+                                          fused=True)
         self.modules = {"q_network": self.q_network, "target_network": self.target_network}
         self.optimizers = {"optimizer": self.optimizer}
-        self.epsilon = linear(c.exploration_initial_eps, c.exploration_final_eps, c.exploration_fraction)
+        self.support = torch.linspace(c.v_min, c.v_max, c.num_atoms, device=self.device)
+        initial = 0.0 if c.noisy else c.exploration_initial_eps
+        finals = np.full(c.num_envs, 0.0 if c.noisy else c.exploration_final_eps)
+        if c.exploration_final_eps_min > 0 and c.num_envs > 1 and not c.noisy:
+            finals = np.logspace(np.log10(c.exploration_final_eps_min), np.log10(c.exploration_final_eps),
+                                 c.num_envs)
+        self.epsilons = [linear(initial, final, c.exploration_fraction) for final in finals]
+        self.beta = linear(c.priority_beta, 1.0, 1.0)
+
+    def q_values(self, network: nn.Module, observations: torch.Tensor) -> torch.Tensor:
+        outputs = network(observations)
+        if self.config.categorical:
+            return (outputs.softmax(dim=2) * self.support).sum(dim=2)
+        return outputs
 
     def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
-        with torch.no_grad():
-            q_values = self.q_network(torch.as_tensor(observations, device=self.device))
-        actions = q_values.argmax(dim=1).cpu().numpy()
-        if not deterministic:
+        with torch.no_grad(), mean_weights(self.q_network) if deterministic else contextlib.nullcontext():
+            q = self.q_values(self.q_network, torch.as_tensor(observations, device=self.device))
+        actions = q.argmax(dim=1).cpu().numpy()
+        if not deterministic and not self.config.noisy:
             explore = self.rng.random(len(actions)) < self.config.exploration_final_eps
             actions[explore] = self.rng.integers(0, self.action_space.n, size=int(explore.sum()))
         return actions + int(self.action_space.start)
 
-    def explore(self, observations: np.ndarray, epsilon: float) -> np.ndarray:
-        """Epsilon-greedy over a batch; the network is skipped when every action is random."""
-        explore = self.rng.random(len(observations)) < epsilon
+    def explore(self, observations: np.ndarray, epsilons: np.ndarray) -> np.ndarray:
+        """Epsilon-greedy per sub-env (noisy nets act greedily on their noisy weights)."""
+        explore = self.rng.random(len(observations)) < epsilons
         actions = self.rng.integers(0, self.action_space.n, size=len(observations))
         if not explore.all():
-            greedy = self.act(observations, deterministic=True) - int(self.action_space.start)
-            actions = np.where(explore, actions, greedy)
+            with torch.no_grad():
+                q = self.q_values(self.q_network, torch.as_tensor(observations, device=self.device))
+            actions = np.where(explore, actions, q.argmax(dim=1).cpu().numpy())
         return actions
 
-    def update(self, buffer: ReplayBuffer) -> dict[str, torch.Tensor]:
+    def update(self, buffer: ReplayBuffer, beta: float = 1.0) -> dict[str, torch.Tensor]:
         c = self.config
-        batch = buffer.sample(c.batch_size, self.rng)
-        with torch.no_grad():
-            next_q = self.target_network(batch.next_obs).max(dim=1).values
-            # no bootstrap past a true terminal state; a time-limit truncation is bootstrapped (P1)
-            target = batch.rewards + c.gamma * (1.0 - batch.terminated) * next_q
-        q = self.q_network(batch.obs).gather(1, batch.actions.long().unsqueeze(1)).squeeze(1)
-        if c.delta_clip > 0:
-            loss = F.huber_loss(q, target, delta=c.delta_clip)
+        if c.prioritized_replay:
+            batch = buffer.sample(c.batch_size, self.rng, c.n_step, c.gamma, beta=beta)
         else:
-            loss = F.mse_loss(q, target)
+            batch = buffer.sample(c.batch_size, self.rng, c.n_step, c.gamma)
+        if c.noisy:  # fresh noise for both networks before every optimisation step
+            reset_noise(self.q_network)
+            reset_noise(self.target_network)
+        # gamma^m, and no bootstrap past a true terminal state; truncations are bootstrapped (P1)
+        bootstrap = batch.discounts * (1.0 - batch.terminated)
+        actions = batch.actions.long()
+        with torch.no_grad():
+            target_outputs = self.target_network(batch.next_obs)
+            if c.double_q:
+                next_actions = self.q_values(self.q_network, batch.next_obs).argmax(dim=1)
+            elif c.categorical:
+                next_actions = (target_outputs.softmax(dim=2) * self.support).sum(dim=2).argmax(dim=1)
+            else:
+                next_actions = target_outputs.argmax(dim=1)
+            next_outputs = target_outputs[torch.arange(len(actions)), next_actions]
+            if c.categorical:
+                target = categorical_projection(next_outputs.softmax(dim=1), batch.rewards, bootstrap, self.support)
+            else:
+                target = batch.rewards + bootstrap * next_outputs
+        outputs = self.q_network(batch.obs)[torch.arange(len(actions)), actions]
+        if c.categorical:
+            per_sample = -(target * outputs.log_softmax(dim=1)).sum(dim=1)  # cross-entropy
+            q = (outputs.softmax(dim=1) * self.support).sum(dim=1).detach()
+        else:
+            if c.delta_clip > 0:
+                per_sample = F.huber_loss(outputs, target, delta=c.delta_clip, reduction="none")
+            else:
+                per_sample = F.mse_loss(outputs, target, reduction="none")
+            q = outputs.detach()
+        # importance weights multiply each sample's loss before the mean
+        loss = (per_sample * batch.weights).mean() if batch.weights is not None else per_sample.mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if c.max_grad_norm > 0:
             nn.utils.clip_grad_norm_(self.q_network.parameters(), c.max_grad_norm)
         self.optimizer.step()
-        return {"train/loss": loss.detach(), "train/q_mean": q.detach().mean()}
+        if c.prioritized_replay:
+            errors = per_sample.detach() if c.categorical else (target - q)
+            buffer.update_priorities(batch.indices, errors.abs().cpu().numpy())
+        return {"train/loss": loss.detach(), "train/q_mean": q.mean()}
+
+    def update_target(self) -> None:
+        tau = self.config.target_update_tau
+        if tau >= 1.0:
+            self.target_network.load_state_dict(self.q_network.state_dict())
+            return
+        with torch.no_grad():
+            torch._foreach_lerp_(list(self.target_network.parameters()), list(self.q_network.parameters()), tau)
+            for target, online in zip(self.target_network.buffers(), self.q_network.buffers()):
+                target.copy_(online)
+
+    def make_buffer(self) -> ReplayBuffer:
+        c = self.config
+        arguments = (c.buffer_size, self.observation_space.shape, self.observation_space.dtype)
+        if c.prioritized_replay:
+            return PrioritizedReplayBuffer(*arguments, device=self.device, num_envs=c.num_envs,
+                                           alpha=c.priority_alpha, epsilon=c.priority_epsilon)
+        return ReplayBuffer(*arguments, device=self.device, num_envs=c.num_envs)
 
     def train(self, runner) -> None:
         c = self.config
-        self.buffer = buffer = ReplayBuffer(c.buffer_size, self.observation_space.shape,
-                                            self.observation_space.dtype, device=self.device)
+        self.buffer = buffer = self.make_buffer()
         # a resumed run starts its envs from a fresh seed, not the episodes it has already played
         envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
         observations, _ = envs.reset(seed=self.seed + self.steps_done)
-        learning_starts = min(max(c.learning_starts, c.batch_size), c.buffer_size)
+        learning_starts = min(max(c.learning_starts, c.batch_size), buffer.capacity)
+        update_credit = 0.0  # replay_ratio: updates owed so far
         try:
             while True:
-                epsilon = self.epsilon(runner.progress)
-                actions = self.explore(observations, epsilon)
+                epsilons = np.array([epsilon(runner.progress) for epsilon in self.epsilons])
+                actions = self.explore(observations, epsilons)
                 next_observations, rewards, terminated, truncated, infos = envs.step(
                     actions + int(self.action_space.start))
-                done = terminated | truncated
                 real_next_observations = next_observations
-                if done.any():  # SAME_STEP autoreset: the episode's real last observation is in infos
+                if "final_obs" in infos:  # SAME_STEP autoreset: the episode's real last observation
                     real_next_observations = next_observations.copy()
-                    for i in np.flatnonzero(done):
+                    for i in np.flatnonzero(infos["_final_obs"]):
                         real_next_observations[i] = infos["final_obs"][i]
-                buffer.add(observations, actions, rewards, real_next_observations, terminated)
+                buffer.add(observations, actions, rewards, real_next_observations, terminated, truncated)
                 observations = next_observations
-
                 for episode_return, length in finished_episodes(infos):
                     runner.episode(episode_return, length)
 
                 before = self.steps_done
                 keep_going = runner.advance(c.num_envs)
-                if len(buffer) >= learning_starts and crossed(before, self.steps_done, c.train_frequency):
-                    for _ in range(c.gradient_steps):
-                        runner.record(self.update(buffer))
-                    runner.record({"train/epsilon": epsilon})
+                if len(buffer) >= learning_starts:
+                    if c.replay_ratio > 0:
+                        update_credit += c.replay_ratio * c.num_envs
+                        updates, update_credit = int(update_credit), update_credit - int(update_credit)
+                    else:
+                        updates = c.gradient_steps if crossed(before, self.steps_done, c.train_frequency) else 0
+                    for _ in range(updates):
+                        runner.record(self.update(buffer, beta=self.beta(runner.progress)))
+                    if updates:
+                        runner.record({"train/epsilon": float(epsilons.mean())})
                 if crossed(before, self.steps_done, c.target_update_interval):
-                    self.target_network.load_state_dict(self.q_network.state_dict())
+                    self.update_target()
                 if not keep_going:
                     return
         finally:
             envs.close()
 
 
-register(AlgorithmSpec(
-    name="dqn",
-    family="Value-based",
-    description="Deep Q-Network: replay buffer, target network, epsilon-greedy exploration (Mnih et al. 2015).",
-    config_class=DQNConfig,
-    agent_class=DQN,
-    observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"),
-    action_spaces=("Discrete",),
-))
+VALUE_BASED = "Value-based (DQN family)"
+PRESETS = {
+    "dqn": ("Deep Q-Network: replay buffer, target network, epsilon-greedy exploration (Mnih et al. 2015).", ()),
+    "double-dqn": ("DQN with double Q-learning targets (van Hasselt et al. 2016).", (("double_q", True),)),
+    "dueling-dqn": ("DQN with dueling value and advantage heads (Wang et al. 2016).", (("dueling", True),)),
+    "noisy-dqn": ("DQN exploring with factorised noisy layers instead of epsilon (Fortunato et al. 2018).",
+                  (("noisy", True),)),
+    "nstep-dqn": ("DQN with 3-step returns (Sutton 1988; Hessel et al. 2018).", (("n_step", 3),)),
+    "per-dqn": ("DQN with proportional prioritized replay, alpha 0.6, beta 0.4 to 1 (Schaul et al. 2016).",
+                (("prioritized_replay", True),)),
+    "c51": ("Categorical DQN: 51 atoms over [-10, 10] (Bellemare et al. 2017).", (("categorical", True),)),
+    "rainbow": ("Rainbow: double, dueling, noisy, 3-step, prioritized (alpha 0.5) and C51 combined "
+                "(Hessel et al. 2018).",
+                (("double_q", True), ("dueling", True), ("noisy", True), ("n_step", 3), ("prioritized_replay", True),
+                 ("priority_alpha", 0.5), ("categorical", True))),
+}
+for _name, (_description, _presets) in PRESETS.items():
+    register(AlgorithmSpec(
+        name=_name, family=VALUE_BASED, description=_description, config_class=DQNConfig, agent_class=DQN,
+        observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"), action_spaces=("Discrete",),
+        presets=_presets))

@@ -1,0 +1,156 @@
+"""The DQN extensions: C51 projection, dueling, noisy layers, presets on every observation space."""
+
+import numpy as np
+import pytest
+import torch
+
+import trainer
+from trainer.algorithms.dqn import PRESETS, DQNConfig, QNetwork, categorical_projection
+from trainer.networks import NoisyLinear, reset_noise
+from trainer.params import build_config
+
+from tests.trainer import envs_for_tests  # noqa: F401
+
+TINY = dict(learning_starts=32, batch_size=16, buffer_size=500, train_frequency=8, gradient_steps=2,
+            hidden_layers="16,16")
+
+
+def reference_projection(probabilities, reward, discount, support):
+    """The textbook loop: clamp each shifted atom, split its mass between floor and ceil bins."""
+    v_min, v_max, atoms = support[0], support[-1], len(support)
+    delta = (v_max - v_min) / (atoms - 1)
+    projected = np.zeros(atoms)
+    for p, z in zip(probabilities, support):
+        shifted = min(max(reward + discount * z, v_min), v_max)
+        b = (shifted - v_min) / delta
+        lower, upper = int(np.floor(b)), int(np.ceil(b))
+        if lower == upper:
+            projected[lower] += p
+        else:
+            projected[lower] += p * (upper - b)
+            projected[upper] += p * (b - lower)
+    return projected
+
+
+@pytest.mark.parametrize("reward, discount", [
+    (0.0, 1.0),  # every atom lands exactly on a bin
+    (1.0, 1.0),  # shifted by exactly one bin
+    (0.3, 0.9),
+    (50.0, 0.99),  # everything beyond v_max
+    (-50.0, 0.99),  # everything below v_min
+    (2.0, 0.0),  # a terminal transition: all mass on the reward
+])
+def test_c51_projection_matches_the_textbook_loop(reward, discount):
+    support = torch.linspace(-5, 5, 11)
+    probabilities = torch.softmax(torch.randn(1, 11, generator=torch.Generator().manual_seed(0)), dim=1)
+    projected = categorical_projection(probabilities, torch.tensor([reward]), torch.tensor([discount]), support)
+    expected = reference_projection(probabilities[0].numpy(), reward, discount, support.numpy())
+    assert np.allclose(projected[0].numpy(), expected, atol=1e-6)
+    assert projected.sum().item() == pytest.approx(1.0, abs=1e-6)
+
+
+def test_dueling_subtracts_the_mean_advantage_per_sample_not_per_batch():
+    config = build_config(DQNConfig, {"dueling": True, "hidden_layers": "8"})
+    from gymnasium import spaces
+
+    network = QNetwork(spaces.Box(-1, 1, (3,)), 4, config)
+    observations = torch.randn(5, 3)
+    q = network(observations)
+    features = network.body(network.encoder(observations))
+    value, advantage = network.value(features), network.advantage(features)
+    assert torch.allclose(q, value + advantage - advantage.mean(dim=1, keepdim=True), atol=1e-6)
+    # one sample's Q-values do not depend on the rest of the batch
+    assert torch.allclose(network(observations[:1]), q[:1], atol=1e-6)
+
+
+def test_noisy_layers_resample_on_demand_and_evaluate_with_mean_weights():
+    layer = NoisyLinear(4, 3, std_init=0.5, factorised=True)
+    inputs = torch.randn(2, 4)
+    first = layer(inputs)
+    assert torch.equal(first, layer(inputs))  # the noise is fixed between resets
+    reset_noise(layer)
+    assert not torch.allclose(first, layer(inputs))
+    layer.eval()
+    mean = torch.nn.functional.linear(inputs, layer.weight_mu, layer.bias_mu)
+    assert torch.equal(layer(inputs), mean)
+    reset_noise(layer)
+    assert torch.equal(layer(inputs), mean)
+    names = {name for name, _ in layer.named_parameters()}
+    assert "weight_epsilon" not in names and "weight_epsilon" in dict(layer.named_buffers())
+    # factorised noise is an outer product: rank one
+    assert torch.linalg.matrix_rank(layer.weight_epsilon).item() == 1
+
+
+def test_independent_noise_is_not_factorised():
+    layer = NoisyLinear(6, 5, std_init=0.017, factorised=False)
+    assert torch.linalg.matrix_rank(layer.weight_epsilon).item() > 1
+
+
+def test_noisy_dqn_does_not_use_epsilon_and_acts_deterministically_in_evaluation():
+    agent = trainer.make("noisy-dqn", "CartPole-v1", seed=0, **TINY)
+    assert agent.epsilons[0](0.0) == 0.0
+    observations = np.random.default_rng(0).normal(size=(20, 4)).astype(np.float32)
+    first = agent.act(observations, deterministic=True)
+    reset_noise(agent.q_network)
+    assert (first == agent.act(observations, deterministic=True)).all()
+
+
+def test_vector_epsilon_is_log_spaced_over_the_envs():
+    agent = trainer.make("dqn", "CartPole-v1", num_envs=4, exploration_final_eps=0.1,
+                         exploration_final_eps_min=0.001, **TINY)
+    finals = [epsilon(1.0) for epsilon in agent.epsilons]
+    assert finals == pytest.approx(np.logspace(-3, -1, 4).tolist())
+    assert np.allclose(np.diff(np.log(finals)), np.log(100) / 3)
+
+
+def test_prioritized_beta_anneals_to_one_and_stays_there():
+    agent = trainer.make("per-dqn", "CartPole-v1", **TINY)
+    assert agent.beta(0.0) == pytest.approx(0.4)
+    assert agent.beta(0.5) == pytest.approx(0.7)
+    assert agent.beta(1.0) == agent.beta(1.5) == pytest.approx(1.0)
+
+
+def test_polyak_target_updates_move_the_target_by_tau():
+    agent = trainer.make("dqn", "CartPole-v1", target_update_tau=0.25, **TINY)
+    with torch.no_grad():
+        for parameter in agent.q_network.parameters():
+            parameter.add_(1.0)
+    before = [p.clone() for p in agent.target_network.parameters()]
+    agent.update_target()
+    for old, new, online in zip(before, agent.target_network.parameters(), agent.q_network.parameters()):
+        assert torch.allclose(new, old + 0.25 * (online - old))
+
+
+def test_replay_ratio_sets_updates_per_env_step():
+    agent = trainer.make("dqn", "CartPole-v1", replay_ratio=0.25, num_envs=2, **TINY)
+    counted = []
+    original = agent.update
+    agent.update = lambda buffer, beta=1.0: counted.append(1) or original(buffer, beta)
+    agent.learn(232)
+    assert len(counted) == (232 - 32) // 4
+
+
+@pytest.mark.parametrize("algorithm", list(PRESETS))
+@pytest.mark.parametrize("kind", ["box", "discrete", "multidiscrete", "multibinary"])
+def test_every_preset_trains_saves_loads_and_evaluates_on_every_observation_space(algorithm, kind, tmp_path):
+    agent = trainer.make(algorithm, f"rlweb-test/Corridor-{kind}-v0", seed=0, **TINY)
+    summary = agent.learn(120, checkpoint_dir=tmp_path, eval_episodes=1)
+    assert summary["status"] == "succeeded"
+    loaded = trainer.load(tmp_path / "final.zip")
+    assert loaded.name == algorithm
+    observations = [agent.observation_space.sample() for _ in range(10)]
+    assert [int(agent.predict(o)) for o in observations] == [int(loaded.predict(o)) for o in observations]
+
+
+def test_rainbow_combines_every_extension():
+    config = trainer.make("rainbow", "CartPole-v1", **TINY).config
+    assert (config.double_q, config.dueling, config.noisy, config.n_step, config.prioritized_replay,
+            config.categorical, config.priority_alpha) == (True, True, True, 3, True, True, 0.5)
+
+
+def test_pong_steps_the_real_atari_env_through_the_cnn(tmp_path):
+    agent = trainer.make("dqn", "ALE/Pong-v5", seed=0, learning_starts=32, batch_size=8, buffer_size=200,
+                         train_frequency=32, gradient_steps=1, hidden_layers="")
+    assert agent.observation_space.shape == (4, 84, 84)
+    assert agent.learn(80, checkpoint_dir=tmp_path, eval_episodes=0)["steps"] == 80
+    assert trainer.load(tmp_path / "final.zip").predict(agent.observation_space.sample()) in range(6)

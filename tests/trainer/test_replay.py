@@ -1,0 +1,119 @@
+"""Replay internals of the DQN family: sum tree, prioritized sampling, n-step windows."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trainer.buffers import PrioritizedReplayBuffer, ReplayBuffer, SumTree
+
+
+@settings(max_examples=60, deadline=None)
+@given(capacity=st.integers(1, 50),
+       updates=st.lists(st.tuples(st.integers(0, 49), st.one_of(st.just(0.0), st.floats(1e-3, 100))), min_size=1, max_size=80),
+       fractions=st.lists(st.floats(0, 0.999999), min_size=1, max_size=20))
+def test_sum_tree_matches_a_brute_force_cumulative_sum(capacity, updates, fractions):
+    tree = SumTree(capacity)
+    priorities = np.zeros(capacity)
+    for index, priority in updates:
+        index %= capacity
+        tree.update(np.array([index]), np.array([priority]))
+        priorities[index] = priority
+    assert tree.total == pytest.approx(priorities.sum())
+    assert np.allclose(tree[np.arange(capacity)], priorities)
+    if priorities.sum() == 0:
+        return
+    values = np.array(fractions) * priorities.sum()
+    found = tree.find(values)
+    # the leaf whose cumulative range [c_{i-1}, c_i) holds the value, skipping zero-priority leaves
+    expected = np.searchsorted(np.cumsum(priorities), values, side="right")
+    assert found.tolist() == np.minimum(expected, capacity - 1).tolist() or np.allclose(
+        priorities[found], priorities[np.minimum(expected, capacity - 1)])
+    assert (priorities[found] > 0).all()
+
+
+def test_sum_tree_batch_update_with_repeated_indices_keeps_the_last_value():
+    tree = SumTree(8)
+    tree.update(np.array([3, 3, 5]), np.array([1.0, 2.0, 4.0]))
+    assert tree[3] == 2.0 and tree.total == 6.0
+
+
+def test_prioritized_sampling_follows_priority_to_the_alpha():
+    buffer = PrioritizedReplayBuffer(4, (1,), np.float32, alpha=0.5, epsilon=1e-9)
+    buffer.add(np.zeros((4, 1)), np.zeros(4), np.zeros(4), np.zeros((4, 1)), np.zeros(4))
+    buffer.update_priorities(np.arange(4), np.array([1.0, 4.0, 9.0, 16.0]))
+    rng = np.random.default_rng(0)
+    counts = np.zeros(4)
+    for _ in range(400):
+        counts += np.bincount(buffer.sample(32, rng).indices, minlength=4)
+    expected = np.array([1, 2, 3, 4]) / 10  # sqrt of the priorities, normalised
+    assert np.allclose(counts / counts.sum(), expected, atol=0.01)
+
+
+def test_new_transitions_get_the_largest_priority_seen_so_far():
+    buffer = PrioritizedReplayBuffer(8, (1,), np.float32, alpha=1.0, epsilon=1e-9)
+    buffer.add(np.zeros((2, 1)), np.zeros(2), np.zeros(2), np.zeros((2, 1)), np.zeros(2))
+    buffer.update_priorities(np.array([0, 1]), np.array([5.0, 0.5]))
+    buffer.add(np.zeros((1, 1)), np.zeros(1), np.zeros(1), np.zeros((1, 1)), np.zeros(1))
+    assert buffer.tree[2] == pytest.approx(5.0)
+    buffer.update_priorities(np.array([0]), np.array([-7.0]))  # priorities use |delta|
+    assert buffer.tree[0] == pytest.approx(7.0) and buffer.max_priority == pytest.approx(7.0)
+
+
+def test_importance_weights_are_normalised_by_the_batch_maximum():
+    buffer = PrioritizedReplayBuffer(4, (1,), np.float32, alpha=1.0, epsilon=1e-9)
+    buffer.add(np.zeros((4, 1)), np.zeros(4), np.zeros(4), np.zeros((4, 1)), np.zeros(4))
+    buffer.update_priorities(np.arange(4), np.array([1.0, 1.0, 1.0, 7.0]))
+    batch = buffer.sample(64, np.random.default_rng(1), beta=1.0)
+    weights = batch.weights.numpy()
+    probabilities = np.array([0.1, 0.1, 0.1, 0.7])[batch.indices]
+    expected = (4 * probabilities) ** -1.0
+    assert np.allclose(weights, expected / expected.max())
+    assert weights.max() == pytest.approx(1.0)
+
+
+def fill(buffer, rewards, terminated, truncated, num_envs=1):
+    """Add steps of `num_envs` sub-envs; observation t of env e is 100 * e + t, next obs + 0.5."""
+    for t, (r, te, tr) in enumerate(zip(rewards, terminated, truncated)):
+        obs = np.array([[100.0 * e + t] for e in range(num_envs)])
+        buffer.add(obs, np.zeros(num_envs), np.array(r, ndmin=1), obs + 0.5, np.array(te, ndmin=1),
+                   np.array(tr, ndmin=1))
+
+
+def test_n_step_returns_stop_at_a_termination_and_discount_by_the_steps_taken():
+    buffer = ReplayBuffer(10, (1,), np.float32)
+    # a 3-step episode that terminates, then a new one
+    fill(buffer, rewards=[1, 2, 4, 8, 16], terminated=[0, 0, 1, 0, 0], truncated=[0, 0, 0, 0, 0])
+    batch = buffer.batch(np.array([0, 1, 2, 3]), n_step=3, gamma=0.5)
+    assert batch.rewards.tolist() == [1 + 0.5 * 2 + 0.25 * 4, 2 + 0.5 * 4, 4, 8 + 0.5 * 16]
+    assert batch.terminated.tolist() == [1, 1, 1, 0]  # windows that reach the terminal are masked
+    assert batch.next_obs[:, 0].tolist() == [2.5, 2.5, 2.5, 4.5]
+    # the last window is cut at the newest stored step and bootstraps from its real next obs
+    assert batch.discounts.tolist() == [0.125, 0.25, 0.5, 0.25]
+
+
+def test_n_step_windows_stop_at_a_truncation_but_still_bootstrap():
+    buffer = ReplayBuffer(10, (1,), np.float32)
+    fill(buffer, rewards=[1, 1, 1, 1], terminated=[0, 0, 0, 0], truncated=[0, 1, 0, 0])
+    batch = buffer.batch(np.array([0]), n_step=3, gamma=0.9)
+    assert batch.rewards.item() == pytest.approx(1.9)
+    assert batch.terminated.item() == 0 and batch.discounts.item() == pytest.approx(0.81)
+    assert batch.next_obs.item() == 1.5  # the truncated episode's own last observation
+
+
+def test_n_step_windows_follow_one_sub_env_across_the_buffer_wrap():
+    buffer = ReplayBuffer(6, (1,), np.float32, num_envs=2)  # three steps of two envs
+    fill(buffer, rewards=[[1, 10], [2, 20], [3, 30], [4, 40]], terminated=[[0, 0]] * 4, truncated=[[0, 0]] * 4,
+         num_envs=2)
+    # slots now hold steps 3, 1, 2 (for each env pair); step 1 of env 1 sits at slot 3
+    batch = buffer.batch(np.array([3]), n_step=3, gamma=1.0)
+    assert batch.obs.item() == 101.0
+    assert batch.rewards.item() == 20 + 30 + 40
+    assert batch.next_obs.item() == 103.5
+
+
+def test_one_step_sampling_uses_plain_gamma():
+    buffer = ReplayBuffer(4, (1,), np.float32)
+    fill(buffer, rewards=[1, 2], terminated=[0, 1], truncated=[0, 0])
+    batch = buffer.batch(np.array([0, 1]), n_step=1, gamma=0.9)
+    assert batch.rewards.tolist() == [1, 2] and batch.discounts.tolist() == pytest.approx([0.9, 0.9])
