@@ -29,12 +29,17 @@ def default_algorithm() -> str:
     return DEFAULT_ALGORITHM if DEFAULT_ALGORITHM in names else names[0]
 
 
+def number_text(value: float) -> str:
+    """50000000 rather than 5e+07; 0.001 and 1e-08 as Python writes them."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(float(value))
+
+
 def bounds_text(param: Param) -> str:
-    """"> 0", "0 … 1", "≥ 1" or "" for a parameter's bounds."""
+    """"> 0, ≤ 1", "≥ 1", "one of a, b" or "" for a parameter's bounds."""
     if param.choices:
         return "one of " + ", ".join(map(str, param.choices))
-    low = param.low is not None and f"{'≥' if param.low_inclusive else '>'} {param.low:g}"
-    high = param.high is not None and f"{'≤' if param.high_inclusive else '<'} {param.high:g}"
+    low = param.low is not None and f"{'≥' if param.low_inclusive else '>'} {number_text(param.low)}"
+    high = param.high is not None and f"{'≤' if param.high_inclusive else '<'} {number_text(param.high)}"
     return ", ".join(part for part in (low, high) if part)
 
 
@@ -43,14 +48,14 @@ def hyperparameter_field(param: Param) -> forms.Field:
     help_text = " ".join(part for part in (param.help, f"Allowed: {bounds_text(param)}." if bounds_text(param) else "",
                                            f"Default: {param.default}.") if part)
     if param.type is bool:
-        return forms.BooleanField(required=False, initial=param.default, help_text=help_text)
+        return forms.BooleanField(label=param.name, required=False, initial=param.default, help_text=help_text)
     if param.choices:
-        return forms.ChoiceField(choices=[(choice, choice) for choice in param.choices], initial=param.default,
-                                 help_text=help_text)
-    input_mode = {int: "numeric", float: "decimal"}.get(param.type, "text")
-    return forms.CharField(initial=param.default, help_text=help_text, max_length=200, required=False,
-                           widget=forms.TextInput(attrs={"inputmode": input_mode, "spellcheck": "false",
-                                                         "placeholder": str(param.default)}))
+        return forms.ChoiceField(label=param.name, choices=[(choice, choice) for choice in param.choices],
+                                 initial=param.default, help_text=help_text)
+    attributes = {"inputmode": {int: "numeric", float: "decimal"}.get(param.type, "text"), "spellcheck": "false",
+                  "placeholder": str(param.default)}
+    return forms.CharField(label=param.name, initial=param.default, help_text=help_text, max_length=200,
+                           required=False, widget=forms.TextInput(attrs=attributes))
 
 
 class ExperimentForm(forms.ModelForm):

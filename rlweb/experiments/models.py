@@ -16,9 +16,9 @@ from django.utils import timezone
 
 class Experiment(models.Model):
     class Device(models.TextChoices):
-        AUTO = "auto", "auto (GPU when the worker has one)"
+        AUTO = "auto", "auto"
         CPU = "cpu", "CPU"
-        CUDA = "cuda", "CUDA GPU"
+        CUDA = "cuda", "CUDA"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="experiments")
     name = models.CharField(max_length=200)

@@ -76,8 +76,8 @@
   }
 
   function addCheckpoint(values) {
-    if (!values.checkpoint_id) return;
     const list = document.getElementById("checkpoint-list");
+    if (!values.checkpoint_id || list.querySelector(`li[data-checkpoint-id="${values.checkpoint_id}"]`)) return;
     if (values.tag !== "periodic") {
       list.querySelectorAll(`a[data-checkpoint-tag="${values.tag}"]`).forEach((link) => link.parentElement.remove());
     }

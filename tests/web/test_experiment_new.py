@@ -6,6 +6,7 @@ import re
 import pytest
 import trainer
 from django.urls import reverse
+from django.utils.html import escape
 
 from rlweb.experiments.models import Experiment, Run
 from tests.web.helpers import form_data
@@ -26,7 +27,7 @@ def test_it_shows_one_field_per_hyperparameter_with_its_default_help_and_bounds(
     for param in trainer.get_spec("dqn").params():
         block = field_block(html, f"hp_{param.name}")
         assert f'value="{param.default}"' in block or param.type is bool
-        assert param.help.split(".")[0] in block
+        assert escape(param.help.split(".")[0]) in block
     assert "&gt; 0" in field_block(html, "hp_learning_rate")  # learning_rate > 0
     assert 'list="env-ids"' in field_block(html, "env_id")
     assert '<option value="CartPole-v1">' in html
