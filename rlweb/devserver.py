@@ -252,8 +252,8 @@ def serve(args, var: Path, env: dict) -> int:
              "--queues", "cpu,gpu", "--hostname", "rlweb@%h", "--without-gossip", "--without-mingle",
              "--loglevel", "INFO"],
             env,
-            # warm shutdown finishes the task at hand; after 10 s a cold one (SIGQUIT) stops it, and the
-            # late-acknowledged task goes back to the queue
+            # SIGTERM: a warm shutdown, which waits for the run in progress; after 10 s a cold one (SIGQUIT)
+            # interrupts it (with the solo pool the task sees an exception and records the run as failed)
             stop_steps=[(signal.SIGTERM, 10), (signal.SIGQUIT, 10), (signal.SIGKILL, 5)],
         ))
         children.append(Child(
