@@ -33,8 +33,7 @@ class ReplayBuffer:
         self.num_envs = int(num_envs)
         self.capacity = max(self.num_envs, int(capacity) // self.num_envs * self.num_envs)
         self.device = torch.device(device)
-        self.obs = np.zeros((self.capacity, *obs_shape), dtype=obs_dtype)
-        self.next_obs = np.zeros((self.capacity, *obs_shape), dtype=obs_dtype)
+        self._allocate_observations(obs_shape, obs_dtype)
         self.actions = np.zeros((self.capacity, *action_shape), dtype=action_dtype)
         self.rewards = np.zeros(self.capacity, dtype=np.float32)
         self.terminated = np.zeros(self.capacity, dtype=np.float32)
@@ -45,24 +44,46 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return self.size
 
+    # --- observation storage: overridden by the frame-deduplicating buffer -------------------------
+    def _allocate_observations(self, obs_shape: tuple, obs_dtype) -> None:
+        self.obs = np.zeros((self.capacity, *obs_shape), dtype=obs_dtype)
+        self.next_obs = np.zeros((self.capacity, *obs_shape), dtype=obs_dtype)
+
+    def _store_observations(self, indices: np.ndarray, obs, next_obs, ended: np.ndarray) -> None:
+        self.obs[indices] = obs
+        self.next_obs[indices] = next_obs
+
+    def observations_at(self, indices: np.ndarray) -> np.ndarray:
+        return self.obs[indices]
+
+    def next_observations_at(self, indices: np.ndarray) -> np.ndarray:
+        return self.next_obs[indices]
+
+    def sample_indices(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.integers(0, self.size, size=batch_size)
+
+    def unsampleable(self) -> np.ndarray:
+        """Stored slots that must not be sampled now."""
+        return np.zeros(0, dtype=np.int64)
+
+    # --- transitions ----------------------------------------------------------------------------------
     def add(self, obs, actions, rewards, next_obs, terminated, truncated=None) -> np.ndarray:
         """Add one transition per sub-env (arrays with a leading batch dimension); returns their slots."""
         count = len(rewards)
         indices = (self.position + np.arange(count)) % self.capacity
-        self.obs[indices] = obs
-        self.next_obs[indices] = next_obs
+        ended = np.logical_or(terminated, truncated) if truncated is not None else np.asarray(terminated, bool)
+        self._store_observations(indices, obs, next_obs, ended)
         self.actions[indices] = actions
         self.rewards[indices] = rewards
         self.terminated[indices] = terminated
-        self.ended[indices] = np.logical_or(terminated, truncated) if truncated is not None else terminated
+        self.ended[indices] = ended
         self.position = int((self.position + count) % self.capacity)
         self.size = min(self.capacity, self.size + count)
         return indices
 
     def sample(self, batch_size: int, rng: np.random.Generator, n_step: int = 1,
                gamma: float | None = None) -> ReplayBatch:
-        indices = rng.integers(0, self.size, size=batch_size)
-        return self.batch(indices, n_step, gamma)
+        return self.batch(self.sample_indices(batch_size, rng), n_step, gamma)
 
     def batch(self, indices: np.ndarray, n_step: int = 1, gamma: float | None = None) -> ReplayBatch:
         """The transitions at `indices`; with `n_step` > 1, n-step returns.
@@ -77,8 +98,8 @@ class ReplayBuffer:
 
         if n_step == 1:
             discounts = None if gamma is None else np.full(len(indices), gamma, dtype=np.float32)
-            return ReplayBatch(tensor(self.obs[indices]), tensor(self.actions[indices]),
-                               tensor(self.rewards[indices]), tensor(self.next_obs[indices]),
+            return ReplayBatch(tensor(self.observations_at(indices)), tensor(self.actions[indices]),
+                               tensor(self.rewards[indices]), tensor(self.next_observations_at(indices)),
                                tensor(self.terminated[indices]), None if discounts is None else tensor(discounts),
                                indices=indices)
         offsets = np.arange(n_step) * self.num_envs
@@ -92,9 +113,78 @@ class ReplayBuffer:
         returns = (self.rewards[window] * powers * included).sum(axis=1).astype(np.float32)
         last = window[np.arange(len(indices)), steps - 1]
         discounts = (gamma ** steps).astype(np.float32)
-        return ReplayBatch(tensor(self.obs[indices]), tensor(self.actions[indices]), tensor(returns),
-                           tensor(self.next_obs[last]), tensor(self.terminated[last]), tensor(discounts),
+        return ReplayBatch(tensor(self.observations_at(indices)), tensor(self.actions[indices]), tensor(returns),
+                           tensor(self.next_observations_at(last)), tensor(self.terminated[last]), tensor(discounts),
                            indices=indices)
+
+
+class FrameStackReplayBuffer(ReplayBuffer):
+    """Replay for stacked frames (K, H, W) that stores each frame once: about 7 KB per Atari
+    transition instead of 56 KB for stacked `obs` and `next_obs`.
+
+    Slot i keeps the newest frame of its observation; the stack is rebuilt from the same sub-env's
+    earlier slots, repeating the episode's first frame before the episode began (as Gymnasium's
+    FrameStackObservation pads). The next observation is the next slot's frame, or, for a step that
+    ended its episode, the final frame kept aside; the newest step of each sub-env keeps its next
+    frame in `pending`. When the buffer is full, the oldest K - 1 steps of each sub-env have lost
+    their history and are not sampled.
+    """
+
+    def _allocate_observations(self, obs_shape: tuple, obs_dtype) -> None:
+        self.stack = obs_shape[0]
+        self.frames = np.zeros((self.capacity, *obs_shape[1:]), dtype=obs_dtype)
+        self.starts = np.zeros(self.capacity, dtype=bool)  # the observation is an episode's first
+        self.final_frames: dict[int, np.ndarray] = {}  # slot -> last frame of the episode it ended
+        self.pending = np.zeros((self.num_envs, *obs_shape[1:]), dtype=obs_dtype)
+        self.episode_starting = np.ones(self.num_envs, dtype=bool)
+
+    def _store_observations(self, indices: np.ndarray, obs, next_obs, ended: np.ndarray) -> None:
+        obs, next_obs = np.asarray(obs), np.asarray(next_obs)
+        self.frames[indices] = obs[:, -1]
+        self.starts[indices] = self.episode_starting
+        for slot in indices:
+            self.final_frames.pop(int(slot), None)
+        for i in np.flatnonzero(ended):
+            self.final_frames[int(indices[i])] = next_obs[i, -1].copy()
+        self.pending[:] = next_obs[:, -1]
+        self.episode_starting = np.asarray(ended, dtype=bool).copy()
+
+    def observations_at(self, indices: np.ndarray) -> np.ndarray:
+        back = (indices[:, None] - np.arange(self.stack) * self.num_envs) % self.capacity  # newest first
+        starts = self.starts[back]
+        # before the episode's first step, repeat its first frame
+        first = np.where(starts.any(axis=1), starts.argmax(axis=1), self.stack - 1)
+        steps = np.minimum(np.arange(self.stack)[None, :], first[:, None])
+        slots = np.take_along_axis(back, steps, axis=1)
+        return self.frames[slots[:, ::-1]]
+
+    def next_observations_at(self, indices: np.ndarray) -> np.ndarray:
+        stacks = self.observations_at(indices)
+        following = (indices + self.num_envs) % self.capacity
+        newest = ((self.position - 1 - indices) % self.capacity) < self.num_envs
+        next_frames = self.frames[following]
+        for row, slot in enumerate(indices):
+            if int(slot) in self.final_frames:
+                next_frames[row] = self.final_frames[int(slot)]
+            elif newest[row]:
+                next_frames[row] = self.pending[slot % self.num_envs]
+        return np.concatenate([stacks[:, 1:], next_frames[:, None]], axis=1)
+
+    def sample_indices(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+        if self.size < self.capacity:
+            return rng.integers(0, self.size, size=batch_size)
+        skip = (self.stack - 1) * self.num_envs  # the oldest steps, whose earlier frames were overwritten
+        return (self.position + skip + rng.integers(0, self.capacity - skip, size=batch_size)) % self.capacity
+
+    def unsampleable(self) -> np.ndarray:
+        if self.size < self.capacity:
+            return np.zeros(0, dtype=np.int64)
+        return (self.position + np.arange((self.stack - 1) * self.num_envs)) % self.capacity
+
+    def bytes_per_transition(self) -> float:
+        per_slot = sum(array.itemsize * int(np.prod(array.shape[1:])) for array in (
+            self.frames, self.starts, self.actions, self.rewards, self.terminated, self.ended))
+        return float(per_slot)
 
 
 class SumTree:
@@ -153,6 +243,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     def add(self, *args, **kwargs) -> np.ndarray:
         indices = super().add(*args, **kwargs)
         self.tree.update(indices, np.full(len(indices), self.max_priority ** self.alpha))
+        hidden = self.unsampleable()
+        if len(hidden):
+            self.tree.update(hidden, np.zeros(len(hidden)))
         return indices
 
     def sample(self, batch_size: int, rng: np.random.Generator, n_step: int = 1, gamma: float | None = None,
@@ -383,3 +476,7 @@ class EpisodeBuffer:
         """The finished episodes, oldest first; the buffer keeps the episodes still running."""
         episodes, self.finished = self.finished, []
         return episodes
+
+
+class PrioritizedFrameStackReplayBuffer(PrioritizedReplayBuffer, FrameStackReplayBuffer):
+    """Prioritized sampling over frame-deduplicated storage (Rainbow on Atari)."""

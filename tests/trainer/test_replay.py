@@ -117,3 +117,80 @@ def test_one_step_sampling_uses_plain_gamma():
     fill(buffer, rewards=[1, 2], terminated=[0, 1], truncated=[0, 0])
     batch = buffer.batch(np.array([0, 1]), n_step=1, gamma=0.9)
     assert batch.rewards.tolist() == [1, 2] and batch.discounts.tolist() == pytest.approx([0.9, 0.9])
+
+
+class Frames(__import__("gymnasium").Env):
+    """Frames numbered by (episode, step) so every stack is recognisable; random episode ends."""
+
+    def __init__(self):
+        import gymnasium as gym
+
+        self.observation_space = gym.spaces.Box(0, 255, (3, 3), np.uint8)
+        self.action_space = gym.spaces.Discrete(2)
+        self.episode = 0
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.episode += 1
+        self.t = 0
+        return self._frame(), {}
+
+    def _frame(self):
+        return np.full((3, 3), (self.episode * 17 + self.t * 5) % 256, dtype=np.uint8)
+
+    def step(self, action):
+        self.t += 1
+        end = self.np_random.random()
+        return self._frame(), 1.0, bool(end < 0.1), bool(0.1 <= end < 0.15), {}
+
+
+@pytest.mark.parametrize("num_envs, capacity", [(1, 40), (3, 60)])
+def test_frame_stack_buffer_returns_exactly_the_stacks_that_were_observed(num_envs, capacity):
+    import gymnasium as gym
+    from gymnasium.vector import AutoresetMode
+
+    from trainer.buffers import FrameStackReplayBuffer
+
+    envs = gym.vector.SyncVectorEnv([lambda: gym.wrappers.FrameStackObservation(Frames(), 4)] * num_envs,
+                                    autoreset_mode=AutoresetMode.SAME_STEP)
+    frames = FrameStackReplayBuffer(capacity, (4, 3, 3), np.uint8, num_envs=num_envs)
+    plain = ReplayBuffer(capacity, (4, 3, 3), np.uint8, num_envs=num_envs)
+    observations, _ = envs.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for step in range(200):
+        next_observations, rewards, terminated, truncated, infos = envs.step(np.zeros(num_envs, dtype=int))
+        real_next = next_observations.copy()
+        for i in np.flatnonzero(terminated | truncated):
+            real_next[i] = infos["final_obs"][i]
+        for buffer in (frames, plain):
+            buffer.add(observations, np.zeros(num_envs), rewards, real_next, terminated, truncated)
+        observations = next_observations
+        indices = frames.sample_indices(32, rng)
+        assert (frames.observations_at(indices) == plain.observations_at(indices)).all(), step
+        assert (frames.next_observations_at(indices) == plain.next_observations_at(indices)).all(), step
+        n_step_frames = frames.batch(indices, n_step=3, gamma=0.9)
+        n_step_plain = plain.batch(indices, n_step=3, gamma=0.9)
+        assert (n_step_frames.next_obs == n_step_plain.next_obs).all()
+    assert frames.size == frames.capacity  # the test went round the ring several times
+
+
+def test_frame_stack_buffer_keeps_one_atari_frame_per_transition():
+    from trainer.buffers import FrameStackReplayBuffer
+
+    buffer = FrameStackReplayBuffer(1000, (4, 84, 84), np.uint8)
+    assert 84 * 84 <= buffer.bytes_per_transition() < 84 * 84 + 32
+    # a million transitions: about 7.1 GB instead of 2 * 4 * 84 * 84 bytes = 56 GB
+    assert buffer.bytes_per_transition() * 1_000_000 / 1e9 == pytest.approx(7.07, abs=0.05)
+
+
+def test_prioritized_frame_buffer_never_samples_slots_that_lost_their_history():
+    from trainer.buffers import PrioritizedFrameStackReplayBuffer
+
+    buffer = PrioritizedFrameStackReplayBuffer(8, (4, 1, 1), np.uint8)
+    for t in range(11):
+        buffer.add(np.full((1, 4, 1, 1), t), np.zeros(1), np.zeros(1), np.full((1, 4, 1, 1), t + 1), np.zeros(1))
+    hidden = buffer.unsampleable()
+    assert len(hidden) == 3
+    assert (buffer.tree[hidden] == 0).all()
+    sampled = buffer.sample(256, np.random.default_rng(0)).indices
+    assert not set(sampled.tolist()) & set(hidden.tolist())

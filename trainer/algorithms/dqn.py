@@ -21,8 +21,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from trainer.agent import Agent
-from trainer.buffers import PrioritizedReplayBuffer, ReplayBuffer
-from trainer.envs import finished_episodes, make_vector_env
+from trainer.buffers import (FrameStackReplayBuffer, PrioritizedFrameStackReplayBuffer, PrioritizedReplayBuffer,
+                             ReplayBuffer)
+from trainer.envs import finished_episodes, is_atari, make_vector_env
 from trainer.networks import NoisyLinear, ObservationEncoder, mlp, parse_hidden_layers, reset_noise
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, register
@@ -272,10 +273,12 @@ class DQN(Agent):
     def make_buffer(self) -> ReplayBuffer:
         c = self.config
         arguments = (c.buffer_size, self.observation_space.shape, self.observation_space.dtype)
+        options = dict(device=self.device, num_envs=c.num_envs)
+        frame_stacks = is_atari(self.env_id)  # Atari observations are stacks of frames: store each frame once
         if c.prioritized_replay:
-            return PrioritizedReplayBuffer(*arguments, device=self.device, num_envs=c.num_envs,
-                                           alpha=c.priority_alpha, epsilon=c.priority_epsilon)
-        return ReplayBuffer(*arguments, device=self.device, num_envs=c.num_envs)
+            buffer_class = PrioritizedFrameStackReplayBuffer if frame_stacks else PrioritizedReplayBuffer
+            return buffer_class(*arguments, alpha=c.priority_alpha, epsilon=c.priority_epsilon, **options)
+        return (FrameStackReplayBuffer if frame_stacks else ReplayBuffer)(*arguments, **options)
 
     def train(self, runner) -> None:
         c = self.config
