@@ -154,3 +154,21 @@ def test_pong_steps_the_real_atari_env_through_the_cnn(tmp_path):
     assert agent.observation_space.shape == (4, 84, 84)
     assert agent.learn(80, checkpoint_dir=tmp_path, eval_episodes=0)["steps"] == 80
     assert trainer.load(tmp_path / "final.zip").predict(agent.observation_space.sample()) in range(6)
+
+
+@pytest.mark.parametrize("extra", [{}, {"categorical": True}, {"n_step": 3}])
+def test_a_training_phase_with_shared_targets_equals_one_step_at_a_time(extra):
+    import copy
+
+    agent = trainer.make("dqn", "CartPole-v1", seed=0, **{**TINY, **extra})
+    agent.learn(200)
+    twin = copy.deepcopy(agent)
+    rng_state = copy.deepcopy(agent.rng.bit_generator.state)
+    list(agent.update_many(agent.buffer, 5))
+    twin.rng.bit_generator.state = rng_state
+    indices = twin.buffer.sample_indices(5 * 16, twin.rng)
+    for k in range(5):
+        batch = twin.buffer.batch(indices[k * 16:(k + 1) * 16], twin.config.n_step, twin.config.gamma)
+        twin.learn_from(batch, twin.targets(batch))
+    for mine, theirs in zip(agent.q_network.parameters(), twin.q_network.parameters()):
+        assert torch.allclose(mine, theirs, atol=1e-6)
