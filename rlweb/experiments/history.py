@@ -19,10 +19,16 @@ def run_summary(run: Run) -> dict:
             "finished": run.is_finished, "error": run.error}
 
 
+def checkpoint_list(run: Run) -> list[dict]:
+    return [{"id": checkpoint.pk, "tag": checkpoint.tag, "step": checkpoint.step, "url": checkpoint.get_absolute_url()}
+            for checkpoint in run.checkpoints.all()]
+
+
 def history(run: Run, after: int = 0, kinds: tuple[str, ...] = EVENT_KINDS, full: bool = False) -> dict:
     """Events after `after`, ordered by `seq`. Unless `full`, a kind with more than MAX_POINTS_PER_KIND
     events keeps an evenly spaced selection of them (the response names the thinned kinds); `last_seq`
-    is always the last stored event, where a live stream picks up."""
+    is always the last stored event, where a live stream picks up. `checkpoints` are the run's current
+    checkpoints (older "best" ones that the events mention have been replaced)."""
     last_seq = Event.objects.filter(run=run).aggregate(last=Max("seq"))["last"] or 0
     events = Event.objects.filter(run=run, seq__gt=after, seq__lte=last_seq)  # rows written meanwhile come live
     rows, thinned = [], []
@@ -39,5 +45,5 @@ def history(run: Run, after: int = 0, kinds: tuple[str, ...] = EVENT_KINDS, full
         rows.extend(numbered.annotate(remainder=(F("position") - 1) % stride).filter(remainder=0))
         thinned.append(kind)
     rows.sort(key=lambda event: event.seq)
-    return {"run": run_summary(run), "last_seq": last_seq, "thinned": thinned,
+    return {"run": run_summary(run), "last_seq": last_seq, "thinned": thinned, "checkpoints": checkpoint_list(run),
             "events": [event.as_dict() for event in rows]}

@@ -75,29 +75,42 @@
     document.getElementById("run-error").hidden = false;
   }
 
+  function checkpointItem(id, tag, step, url) {
+    const item = document.createElement("li");
+    item.dataset.checkpointId = id;
+    const link = document.createElement("a");
+    link.dataset.checkpointTag = tag;
+    link.href = url;
+    link.download = "";
+    link.textContent = tag;
+    const stepText = document.createElement("span");
+    stepText.className = "muted";
+    stepText.textContent = ` step ${step}`;
+    item.append(link, stepText);
+    return item;
+  }
+
+  // The checkpoints the run has now (from the history endpoint): replaces the list.
+  function showCheckpoints(checkpoints) {
+    const list = document.getElementById("checkpoint-list");
+    list.replaceChildren(...checkpoints.map((c) => checkpointItem(c.id, c.tag, c.step, c.url)));
+    document.getElementById("checkpoint-empty").hidden = checkpoints.length > 0;
+  }
+
+  // A checkpoint saved while we watch: a new "best" or "final" replaces the one before.
   function addCheckpoint(values) {
     const list = document.getElementById("checkpoint-list");
     if (!values.checkpoint_id || list.querySelector(`li[data-checkpoint-id="${values.checkpoint_id}"]`)) return;
     if (values.tag !== "periodic") {
       list.querySelectorAll(`a[data-checkpoint-tag="${values.tag}"]`).forEach((link) => link.parentElement.remove());
     }
-    const item = document.createElement("li");
-    item.dataset.checkpointId = values.checkpoint_id;
-    const link = document.createElement("a");
-    link.dataset.checkpointTag = values.tag;
-    link.href = page.dataset.downloadUrl.replace("/0/", `/${values.checkpoint_id}/`);
-    link.download = "";
-    link.textContent = values.tag;
-    const step = document.createElement("span");
-    step.className = "muted";
-    step.textContent = ` step ${values.step}`;
-    item.append(link, step);
-    list.append(item);
+    const url = page.dataset.downloadUrl.replace("/0/", `/${values.checkpoint_id}/`);
+    list.append(checkpointItem(values.checkpoint_id, values.tag, values.step, url));
     document.getElementById("checkpoint-empty").hidden = true;
   }
 
   // Turn a batch of events into chart points and page updates.
-  function apply(events) {
+  function apply(events, live) {
     const episodes = {x: [], y: []};
     const averages = {x: [], y: []};
     const losses = {x: [], y: []};
@@ -126,7 +139,7 @@
         losses.y.push(values["train/loss"]);
       } else if (event.kind === "time") {
         document.getElementById("steps-per-second").textContent = Math.round(values["time/steps_per_second"]);
-      } else if (event.kind === "checkpoint") {
+      } else if (event.kind === "checkpoint" && live) {
         addCheckpoint(values);
       } else if (event.kind === "finished") {
         setStatus(values.status);
@@ -159,7 +172,7 @@
         drawTimer = null;
         const batch = pending;
         pending = [];
-        apply(batch);
+        apply(batch, true);
       }, drawDelayMilliseconds);
     }
   }
@@ -184,7 +197,8 @@
       return;
     }
     const history = await response.json();
-    apply(history.events);
+    apply(history.events, false);
+    showCheckpoints(history.checkpoints);
     setProgress(history.run.steps_done);
     setStatus(history.run.status);
     if (history.run.error) showError(history.run.error);

@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from rlweb.experiments import history
-from rlweb.experiments.models import Event
+from rlweb.experiments.models import Checkpoint, Event
 
 
 def events_url(run):
@@ -17,6 +17,14 @@ def test_it_returns_every_stored_event_in_order_with_the_last_seq(owner_client, 
     assert data["events"] == stored and data["last_seq"] == stored[-1]["seq"] and data["thinned"] == []
     assert data["run"]["status"] == "succeeded" and data["run"]["finished"] is True
     assert data["run"]["steps_done"] == data["run"]["total_steps"] == trained_run.total_steps
+
+
+def test_it_lists_the_checkpoints_the_run_has_now(owner_client, trained_run):
+    data = owner_client.get(events_url(trained_run)).json()
+    expected = [{"id": checkpoint.pk, "tag": checkpoint.tag, "step": checkpoint.step,
+                 "url": reverse("checkpoint-download", args=[checkpoint.pk])}
+                for checkpoint in Checkpoint.objects.filter(run=trained_run)]
+    assert data["checkpoints"] == expected and {"best", "final"} <= {item["tag"] for item in expected}
 
 
 def test_it_filters_by_seq_and_kind(owner_client, trained_run):
