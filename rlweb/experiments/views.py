@@ -68,7 +68,8 @@ def experiment_list(request):
 
 def experiment_new(request):
     algorithm = request.POST.get("algorithm") or request.GET.get("algorithm")
-    form = ExperimentForm(request.POST or None, algorithm=algorithm)
+    # after a change of algorithm the page reloads with the values typed so far in its query
+    form = ExperimentForm(request.POST or None, algorithm=algorithm, initial=request.GET.dict())
     if request.method == "POST" and form.is_valid():
         with transaction.atomic():
             experiment = form.save(owner=request.user)

@@ -1,13 +1,17 @@
 // The experiment form: the hyperparameter fields belong to the chosen algorithm, so choosing another
-// one reloads the form with that algorithm's fields (and its defaults).
+// one reloads the form with that algorithm's fields (and defaults), keeping what was typed above them.
 (function () {
   "use strict";
 
   const algorithm = document.getElementById("id_algorithm");
   if (!algorithm) return;
   algorithm.addEventListener("change", () => {
-    const url = new URL(window.location.href);
-    url.searchParams.set("algorithm", algorithm.value);
-    window.location.assign(url);
+    const query = new URLSearchParams();
+    for (const field of algorithm.form.elements) {
+      if (field.name && !field.name.startsWith("hp_") && field.name !== "csrfmiddlewaretoken") {
+        query.set(field.name, field.value);
+      }
+    }
+    window.location.assign(`${window.location.pathname}?${query}`);
   });
 })();

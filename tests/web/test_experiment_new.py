@@ -40,6 +40,21 @@ def test_the_fields_follow_the_algorithm_in_the_query(owner_client):
     assert unknown.status_code == 200 and unknown.context["form"].algorithm_name == "dqn"
 
 
+@pytest.mark.parametrize("algorithm", trainer.algorithm_names())
+def test_every_registered_algorithm_gets_its_own_fields(owner_client, algorithm):
+    response = owner_client.get(reverse("experiment-new"), {"algorithm": algorithm})
+    assert response.status_code == 200 and response.context["form"].algorithm_name == algorithm
+    html = response.content.decode()
+    for param in trainer.get_spec(algorithm).params():
+        field_block(html, f"hp_{param.name}")
+
+
+def test_values_typed_before_a_change_of_algorithm_are_kept(owner_client):
+    response = owner_client.get(reverse("experiment-new"), {"algorithm": "dqn", "name": "Kept", "total_steps": "777"})
+    html = response.content.decode()
+    assert 'value="Kept"' in field_block(html, "name") and 'value="777"' in field_block(html, "total_steps")
+
+
 def test_a_valid_form_creates_the_experiment_and_one_queued_run_per_seed(owner, owner_client, live_redis,
                                                                           django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
