@@ -1,5 +1,2 @@
-"""rlweb: the Django project. The Celery app loads with it so that tasks use this app."""
-
-from rlweb.celery import app as celery_app
-
-__all__ = ["celery_app"]
+"""rlweb: the Django project. The Celery app lives in rlweb/celery.py (`celery -A rlweb` finds it there);
+tasks bind to it by importing it, so importing this package (`python -m rlweb.devserver`) stays light."""

@@ -14,12 +14,12 @@ import traceback
 import uuid
 
 import trainer
-from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 from kombu.exceptions import OperationalError
 from trainer.events import make_event
 
+from rlweb.celery import app
 from rlweb.experiments.live import RedisSink
 from rlweb.experiments.models import Run
 
@@ -43,7 +43,7 @@ def enqueue(run: Run) -> None:
     transaction.on_commit(send)
 
 
-@shared_task(name="rlweb.train_run")
+@app.task(name="rlweb.train_run")
 def train_run(run_id: int) -> str:
     run = Run.claim(run_id, worker_host=socket.gethostname())
     if run is None:
@@ -80,7 +80,7 @@ def execute(run: Run) -> None:
     run.mark_finished(summary)
 
 
-@shared_task(name="rlweb.mark_lost_runs")
+@app.task(name="rlweb.mark_lost_runs")
 def mark_lost_runs() -> int:
     """Runs whose worker stopped sending heartbeats become `lost` (for a periodic schedule)."""
     return Run.mark_lost_runs()
