@@ -335,6 +335,7 @@ class RolloutBatch(NamedTuple):
     advantages: torch.Tensor
     int_values: torch.Tensor | None = None  # RND's intrinsic value head, when the buffer keeps one
     int_returns: torch.Tensor | None = None
+    next_obs: torch.Tensor | None = None  # RND: the real next observations (unnormalised)
 
 
 class RolloutBuffer:
@@ -421,7 +422,7 @@ class RolloutBuffer:
         arrays = [self.obs, self.actions, self.log_probs, self.values, self.returns, self.advantages]
         tensors = [flat(a) for a in arrays]
         if self.intrinsic:
-            tensors += [flat(self.int_values), flat(self.int_returns)]
+            tensors += [flat(self.int_values), flat(self.int_returns), flat(self.next_obs)]
         return tensors
 
     def everything(self) -> RolloutBatch:

@@ -1,0 +1,54 @@
+import numpy as np
+import pytest
+import torch
+
+import trainer
+from trainer.algorithms.a2c import A2CConfig
+from trainer.params import build_config
+
+from tests.trainer.policy_gradient_checks import (ACTION_ENVS, OBSERVATION_ENVS, same_seed_gives_identical_metrics,
+                                                  trains_saves_loads_and_evaluates)
+
+TINY = dict(num_envs=2, n_steps=5, hidden_layers="16")
+
+
+def test_defaults_are_sb3s():
+    config = build_config(A2CConfig, {})
+    assert (config.num_envs, config.n_steps, config.gamma, config.lr_pi, config.lr_v) == (8, 5, 0.99, 7e-4, 7e-4)
+    assert (config.critic_beta, config.entropy_beta, config.max_grad_norm) == (0.5, 0.0, 0.5)
+    assert config.optimizer == "rmsprop" and not config.normalize_advantage
+
+
+@pytest.mark.parametrize("env_id", OBSERVATION_ENVS + ACTION_ENVS)
+def test_a2c_trains_saves_loads_and_evaluates_on_every_space(env_id, tmp_path):
+    trains_saves_loads_and_evaluates("a2c", env_id, TINY, tmp_path, steps=200)
+
+
+@pytest.mark.parametrize("options", [dict(shared_network=True, optimizer="rmsprop_tf"),
+                                     dict(optimizer="adam", normalize_advantage=True, lr_schedule="linear")])
+def test_a2c_variants_train_and_reload(options, tmp_path):
+    trains_saves_loads_and_evaluates("a2c", "CartPole-v1", {**TINY, **options}, tmp_path, steps=200)
+
+
+def test_the_same_seed_gives_identical_metrics():
+    same_seed_gives_identical_metrics("a2c", "CartPole-v1", TINY)
+
+
+def test_policy_and_value_learn_at_their_own_rates():
+    agent = trainer.make("a2c", "CartPole-v1", seed=0, **{**TINY, "lr_pi": 1e-4, "lr_v": 5e-3})
+    assert [group["lr"] for group in agent.optimizer.param_groups] == [1e-4, 5e-3]
+    actor = [p.detach().clone() for p in agent.network.actor_parameters()]
+    critic = [p.detach().clone() for p in agent.network.critic_parameters()]
+    agent.learn(10, eval_episodes=0)
+    actor_move = max((p - q).abs().max().item() for p, q in zip(agent.network.actor_parameters(), actor))
+    critic_move = max((p - q).abs().max().item() for p, q in zip(agent.network.critic_parameters(), critic))
+    assert 0 < actor_move < critic_move
+
+
+def test_one_update_is_one_full_batch_gradient_step_on_n_step_returns():
+    agent = trainer.make("a2c", "CartPole-v1", seed=0, **TINY)
+    steps = []
+    original = agent.optimizer.step
+    agent.optimizer.step = lambda *a, **k: steps.append(agent.steps_done) or original(*a, **k)
+    agent.learn(40, eval_episodes=0)
+    assert steps == [10, 20, 30, 40]  # every n_steps x num_envs env steps

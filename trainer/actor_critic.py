@@ -1,0 +1,219 @@
+"""What the policy-gradient algorithms share: the actor-critic network, acting with normalised
+observations, and the rollout loop of A2C, PPO and PPO with RND.
+
+The network reads observations through `ObservationEncoder` (flat features, one-hots, or a CNN for
+images), then an actor body and a critic body (separate MLPs by default, one trunk with `shared`),
+a policy head from `trainer.distributions` and one linear value head per value function.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from torch.nn import functional as F
+
+from trainer.agent import Agent
+from trainer.buffers import RolloutBuffer
+from trainer.distributions import policy_head
+from trainer.envs import finished_episodes
+from trainer.networks import ObservationEncoder
+from trainer.normalization import ObservationNormalizer, RewardNormalizer
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+ACTIVATION_FUNCTIONS = {"tanh": torch.tanh, "relu": torch.relu}
+OBSERVATION_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
+
+
+def body(input_size: int, hidden_sizes: tuple[int, ...], activation: str) -> nn.Sequential:
+    """Linear + activation for each hidden size (an empty tuple passes the features through)."""
+    layers: list[nn.Module] = []
+    for size in hidden_sizes:
+        layers += [nn.Linear(input_size, size), ACTIVATIONS[activation]()]
+        input_size = size
+    return nn.Sequential(*layers)
+
+
+class ActorCritic(nn.Module):
+    def __init__(self, observation_space, action_space, hidden_layers: tuple[int, ...], activation: str = "tanh",
+                 shared: bool = False, value_heads: int = 1, orthogonal_init: bool = True, log_std_init: float = 0.0):
+        super().__init__()
+        self.encoder = ObservationEncoder(observation_space)
+        features = hidden_layers[-1] if hidden_layers else self.encoder.output_size
+        self.actor_body = body(self.encoder.output_size, hidden_layers, activation)  # the trunk, when shared
+        self.shared = shared
+        self.critic_body = None if shared else body(self.encoder.output_size, hidden_layers, activation)
+        self.policy = policy_head(action_space, features, log_std_init)
+        self.value = nn.Linear(features, value_heads) if value_heads else None
+        # the layers run as plain function calls: nn.Module calls cost a third of a small MLP's forward
+        self._activation = ACTIVATION_FUNCTIONS[activation]
+        self._actor_layers = [layer for layer in self.actor_body if isinstance(layer, nn.Linear)]
+        self._critic_layers = [layer for layer in (self.critic_body or self.actor_body) if isinstance(layer, nn.Linear)]
+        if orthogonal_init:
+            # CleanRL / SB3: sqrt(2) for hidden layers, 0.01 for the policy output, 1 for the value output
+            for layer in [*self.actor_body, *(self.critic_body or [])]:
+                if isinstance(layer, nn.Linear):
+                    nn.init.orthogonal_(layer.weight, np.sqrt(2))
+                    nn.init.zeros_(layer.bias)
+            nn.init.orthogonal_(self.policy.linear.weight, 0.01)
+            nn.init.zeros_(self.policy.linear.bias)
+            if self.value is not None:
+                nn.init.orthogonal_(self.value.weight, 1.0)
+                nn.init.zeros_(self.value.bias)
+
+    def _run(self, layers: list[nn.Linear], x: torch.Tensor) -> torch.Tensor:
+        for layer in layers:  # the same as calling the nn.Sequential body
+            x = self._activation(F.linear(x, layer.weight, layer.bias))
+        return x
+
+    def forward(self, observations: torch.Tensor):
+        """(action distribution, values of shape (batch, value_heads))."""
+        features = self.encoder(observations)
+        actor_features = self._run(self._actor_layers, features)
+        critic_features = actor_features if self.shared else self._run(self._critic_layers, features)
+        return self.policy.forward(actor_features), self._values(critic_features)
+
+    def _values(self, features: torch.Tensor) -> torch.Tensor:
+        return F.linear(features, self.value.weight, self.value.bias)
+
+    def distribution(self, observations: torch.Tensor):
+        return self.policy.forward(self._run(self._actor_layers, self.encoder(observations)))
+
+    def values(self, observations: torch.Tensor) -> torch.Tensor:
+        return self._values(self._run(self._critic_layers, self.encoder(observations)))
+
+    def actor_parameters(self) -> list[nn.Parameter]:
+        """The encoder, the actor body (the trunk, when shared) and the policy head."""
+        return [*self.encoder.parameters(), *self.actor_body.parameters(), *self.policy.parameters()]
+
+    def critic_parameters(self) -> list[nn.Parameter]:
+        own_body = list(self.critic_body.parameters()) if self.critic_body is not None else []
+        return [*own_body, *(self.value.parameters() if self.value is not None else [])]
+
+
+class FlatParameters:
+    """Makes `parameters` (and their gradients) views into one contiguous tensor, `self.param`.
+
+    The optimizer and gradient clipping then handle one tensor instead of one per layer. With small
+    networks on a CPU, those per-tensor calls cost as much as the maths (about a third of a PPO
+    minibatch update for 64x64 MLPs). Gradients accumulate in place into the views, so zero them with
+    `zero_grad()` (never by setting them to None), and move the module to its device before this.
+    """
+
+    def __init__(self, parameters):
+        parameters = list(parameters)
+        self.param = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in parameters]))
+        self.param.grad = torch.zeros_like(self.param)
+        offset = 0
+        for p in parameters:
+            size = p.numel()
+            p.data = self.param.data[offset:offset + size].view_as(p)
+            p.grad = self.param.grad[offset:offset + size].view_as(p)
+            offset += size
+
+    def zero_grad(self) -> None:
+        self.param.grad.zero_()
+
+
+def normalizable(space) -> bool:
+    """Running normalisation applies to float Box observations (not one-hots, bits or uint8 images)."""
+    return isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating)
+
+
+class PolicyGradientAgent(Agent):
+    """Acting, normalisation state and the rollout loop; each algorithm adds its config, build and update.
+
+    Configs that use this base have `normalize_observations`, `normalize_rewards` and `gamma` fields
+    (REINFORCE and VPG fix the first two to False).
+    """
+
+    network: ActorCritic
+
+    def build_normalizers(self, num_envs: int) -> None:
+        c = self.config
+        self.obs_normalizer = None
+        self.reward_normalizer = None
+        if getattr(c, "normalize_observations", False) and normalizable(self.observation_space):
+            self.obs_normalizer = ObservationNormalizer(self.observation_space.shape)
+        if getattr(c, "normalize_rewards", False):
+            self.reward_normalizer = RewardNormalizer(num_envs, c.gamma)
+
+    def normalize_obs(self, observations: np.ndarray, update: bool = False) -> np.ndarray:
+        if self.obs_normalizer is None:
+            return observations
+        return self.obs_normalizer.normalize(observations, update=update)
+
+    def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
+        observations = torch.as_tensor(self.normalize_obs(np.asarray(observations)), device=self.device)
+        with torch.no_grad():
+            distribution = self.network.distribution(observations)
+            actions = distribution.mode() if deterministic else distribution.sample()
+        return self.network.policy.to_env(actions.cpu().numpy())
+
+    def extra_state(self) -> dict:
+        state = {}
+        if self.obs_normalizer is not None:
+            state["obs_normalizer"] = self.obs_normalizer.state_dict()
+        if self.reward_normalizer is not None:
+            state["reward_normalizer"] = self.reward_normalizer.state_dict()
+        return state
+
+    def load_extra_state(self, state: dict) -> None:
+        if self.obs_normalizer is not None and "obs_normalizer" in state:
+            self.obs_normalizer.load_state_dict(state["obs_normalizer"])
+        if self.reward_normalizer is not None and "reward_normalizer" in state:
+            self.reward_normalizer.load_state_dict(state["reward_normalizer"])
+
+    def new_buffer(self, num_steps: int, num_envs: int, intrinsic: bool = False) -> RolloutBuffer:
+        obs_shape, obs_dtype = self.observation_space.shape, self.observation_space.dtype
+        if self.obs_normalizer is not None:
+            obs_dtype = np.float32
+        head = self.network.policy
+        return RolloutBuffer(num_steps, num_envs, obs_shape, obs_dtype, head.action_shape, head.action_dtype,
+                             intrinsic=intrinsic, device=self.device)
+
+    def collect(self, runner, envs, buffer: RolloutBuffer, observations: np.ndarray):
+        """Fill `buffer` with one rollout from `observations` (already normalised).
+
+        Returns (observations to continue from, V of them (batch, heads), whether to keep training).
+        A rollout cut short by the runner is left unfinished; the caller stops without updating.
+        """
+        buffer.reset()
+        network, head, num_envs = self.network, self.network.policy, envs.num_envs
+        keep_going = True
+        while keep_going and not buffer.full:
+            with torch.no_grad():
+                distribution, values = network(torch.as_tensor(observations, device=self.device))
+                actions = distribution.sample()
+                log_probs = distribution.log_prob(actions)
+            actions = actions.cpu().numpy()
+            values = values.cpu().numpy()
+            raw_next, rewards, terminated, truncated, infos = envs.step(head.to_env(actions))
+            ended = terminated | truncated
+            for episode_return, length in finished_episodes(infos):
+                runner.episode(episode_return, length)
+            # the real last observation of each finished episode (SAME_STEP autoreset; ALGORITHMS.md, P2)
+            real_next = raw_next
+            if ended.any():
+                real_next = raw_next.copy()
+                for i in np.flatnonzero(ended):
+                    real_next[i] = infos["final_obs"][i]
+            next_observations = self.normalize_obs(raw_next, update=True)
+            if self.reward_normalizer is not None:
+                rewards = self.reward_normalizer.normalize(rewards, ended)
+            buffer.add(observations, actions, log_probs.cpu().numpy(), values[:, 0], rewards, terminated, truncated,
+                       next_obs=real_next if buffer.intrinsic else None,
+                       int_values=values[:, 1] if buffer.intrinsic else None)
+            # a time limit cut the episode short: bootstrap from V(last observation); a terminal state is
+            # not bootstrapped, so its final value stays 0 (ALGORITHMS.md, P1)
+            cut = np.flatnonzero(truncated & ~terminated)
+            if len(cut):
+                final = torch.as_tensor(self.normalize_obs(real_next[cut]), device=self.device)
+                with torch.no_grad():
+                    buffer.set_final_values(cut, network.values(final)[:, 0].cpu().numpy())
+            observations = next_observations
+            keep_going = runner.advance(num_envs)
+        with torch.no_grad():
+            last_values = network.values(torch.as_tensor(observations, device=self.device)).cpu().numpy()
+        return observations, last_values, keep_going

@@ -1,0 +1,146 @@
+"""Advantage Actor-Critic (A2C), the synchronous version of A3C.
+
+Mnih et al. 2016, "Asynchronous Methods for Deep Reinforcement Learning", https://arxiv.org/abs/1602.01783.
+n-step returns bootstrapped from the critic (not across episode ends, but across time-limit truncations),
+one full-batch gradient step per rollout, RMSprop. Defaults are SB3's, which rl-baselines3-zoo uses for
+CartPole-v1 (500 +- 0 at 500k env steps); option names follow Lightning Bolts (`entropy_beta`,
+`critic_beta`) and pytorchrl (`lr_pi`, `lr_v`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, FlatParameters, PolicyGradientAgent
+from trainer.algorithms.ppo import SCHEDULES, annealed, explained_variance
+from trainer.distributions import ACTION_SPACES
+from trainer.envs import make_vector_env
+from trainer.networks import parse_hidden_layers
+from trainer.optimizers import RMSpropTFLike
+from trainer.params import param
+from trainer.registry import AlgorithmSpec, register
+
+
+@dataclass
+class A2CConfig:
+    """Defaults: SB3's A2C (8 envs as in the zoo's CartPole-v1 run)."""
+
+    num_envs: int = param(8, "Environments stepped side by side.", low=1, high=1024)
+    # the first step of a rollout looks n_steps ahead before bootstrapping from the critic
+    n_steps: int = param(5, "Env steps per environment between updates (the n of the n-step returns).",
+                         low=1, high=100_000)
+    gamma: float = param(0.99, "Discount factor.", low=0, high=1)
+    lr_pi: float = param(7e-4, "Learning rate of the policy (and of the shared trunk, when shared).", low=0,
+                         low_inclusive=False, high=1)
+    lr_v: float = param(7e-4, "Learning rate of the value function.", low=0, low_inclusive=False, high=1)
+    lr_schedule: str = param("constant", "Learning rates over the run: linear decay to 0, or constant.",
+                             choices=SCHEDULES)
+    # PyTorch's RMSprop puts epsilon outside the square root, TensorFlow inside (SB3 #110); rmsprop_tf
+    # matches the original A2C and baselines (used for Atari in the zoo)
+    optimizer: str = param("rmsprop", "Optimizer: rmsprop (PyTorch), rmsprop_tf (TensorFlow's, as in the "
+                                      "original A2C) or adam.", choices=("rmsprop", "rmsprop_tf", "adam"))
+    rmsprop_alpha: float = param(0.99, "RMSprop smoothing constant.", low=0, high=1, high_inclusive=False)
+    optimizer_eps: float = param(1e-5, "Optimizer epsilon.", low=0, low_inclusive=False, high=1)
+    entropy_beta: float = param(0.0, "Entropy bonus coefficient.", low=0, high=10)
+    critic_beta: float = param(0.5, "Value loss coefficient.", low=0, high=100)
+    max_grad_norm: float = param(0.5, "Clip the gradient norm to this (0 turns clipping off).", low=0)
+    # SB3 default off: A2C's batches are small (ALGORITHMS.md, A2C)
+    normalize_advantage: bool = param(False, "Normalise the advantages of each update.")
+    normalize_observations: bool = param(False, "Running mean/std normalisation of observations (saved in "
+                                                "checkpoints, frozen at evaluation).")
+    normalize_rewards: bool = param(False, "Scale rewards by the running std of the discounted return.")
+    hidden_layers: str = param("64,64", "Hidden layer sizes of the actor and the critic, comma-separated.")
+    activation: str = param("tanh", "Hidden layer activation.", choices=("tanh", "relu"))
+    shared_network: bool = param(False, "One trunk for actor and critic instead of two separate MLPs.")
+    orthogonal_init: bool = param(True, "Orthogonal initialisation (gain sqrt 2 hidden, 0.01 policy, 1 value).")
+    log_std_init: float = param(0.0, "Initial log standard deviation of Gaussian policies (Box actions).",
+                                low=-20, high=5)
+
+    def check(self) -> dict[str, str]:
+        try:
+            parse_hidden_layers(self.hidden_layers)
+        except ValueError as error:
+            return {"hidden_layers": str(error)}
+        return {}
+
+
+class A2C(PolicyGradientAgent):
+    name = "a2c"
+
+    def build(self) -> None:
+        c = self.config
+        self.network = ActorCritic(self.observation_space, self.action_space, parse_hidden_layers(c.hidden_layers),
+                                   c.activation, c.shared_network, 1, c.orthogonal_init,
+                                   c.log_std_init).to(self.device)
+        # one parameter group per learning rate; each group is one flat tensor (see FlatParameters)
+        self.actor_flat = FlatParameters(self.network.actor_parameters())
+        self.critic_flat = FlatParameters(self.network.critic_parameters())
+        groups = [{"params": [self.actor_flat.param], "lr": c.lr_pi},
+                  {"params": [self.critic_flat.param], "lr": c.lr_v}]
+        if c.optimizer == "adam":
+            self.optimizer = torch.optim.Adam(groups, eps=c.optimizer_eps, fused=True)
+        elif c.optimizer == "rmsprop":
+            self.optimizer = torch.optim.RMSprop(groups, alpha=c.rmsprop_alpha, eps=c.optimizer_eps, foreach=False)
+        else:
+            self.optimizer = RMSpropTFLike(groups, alpha=c.rmsprop_alpha, eps=c.optimizer_eps)
+        self.modules = {"network": self.network}
+        self.optimizers = {"optimizer": self.optimizer}
+        self.build_normalizers(c.num_envs)
+
+    def update(self, buffer, progress: float) -> dict[str, float]:
+        c = self.config
+        for group, learning_rate in zip(self.optimizer.param_groups, (c.lr_pi, c.lr_v)):
+            group["lr"] = annealed(learning_rate, c.lr_schedule, progress)
+        batch = buffer.everything()  # one gradient step on the whole rollout
+        distribution, values = self.network(batch.obs)
+        log_probs = distribution.log_prob(batch.actions)
+        # A_t = G_t - V(s_t), with G_t the n-step return (the buffer detached both)
+        advantages = batch.advantages
+        if c.normalize_advantage and len(advantages) > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        policy_loss = -(advantages * log_probs).mean()
+        value_loss = ((batch.returns - values[:, 0]) ** 2).mean()
+        entropy = distribution.entropy().mean()
+        loss = policy_loss + c.critic_beta * value_loss - c.entropy_beta * entropy
+        self.actor_flat.zero_grad()
+        self.critic_flat.zero_grad()
+        loss.backward()
+        if c.max_grad_norm > 0:
+            nn.utils.clip_grad_norm_([self.actor_flat.param, self.critic_flat.param], c.max_grad_norm)
+        self.optimizer.step()
+        return {"train/loss": float(loss.detach()), "train/policy_loss": float(policy_loss.detach()),
+                "train/value_loss": float(value_loss.detach()), "train/entropy": float(entropy.detach()),
+                "train/learning_rate": self.optimizer.param_groups[0]["lr"],
+                "train/explained_variance": explained_variance(batch.values, batch.returns)}
+
+    def train(self, runner) -> None:
+        c = self.config
+        envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
+        buffer = self.new_buffer(c.n_steps, c.num_envs)
+        observations, _ = envs.reset(seed=self.seed + self.steps_done)
+        observations = self.normalize_obs(observations, update=True)
+        try:
+            while True:
+                observations, last_values, keep_going = self.collect(runner, envs, buffer, observations)
+                if not buffer.full:
+                    return  # stopped in the middle of a rollout
+                buffer.compute_n_step_returns(last_values[:, 0], c.gamma)
+                runner.record(self.update(buffer, runner.progress))
+                if not keep_going:
+                    return
+        finally:
+            envs.close()
+
+
+register(AlgorithmSpec(
+    name="a2c",
+    family="Policy gradient",
+    description="Advantage Actor-Critic: n-step returns, synchronous vector envs, RMSprop (Mnih et al. 2016).",
+    config_class=A2CConfig,
+    agent_class=A2C,
+    observation_spaces=OBSERVATION_SPACES,
+    action_spaces=ACTION_SPACES,
+))

@@ -1,0 +1,207 @@
+"""Proximal Policy Optimization with a clipped surrogate objective and GAE.
+
+Schulman et al. 2017, "Proximal Policy Optimization Algorithms", https://arxiv.org/abs/1707.06347;
+GAE from Schulman et al. 2016, https://arxiv.org/abs/1506.02438. The details follow "The 37
+implementation details of PPO" (Huang et al. 2022): advantage normalisation per minibatch, clipped
+value loss (optional), orthogonal init, Adam eps 1e-5, global gradient clipping, linear annealing of
+the learning rate and the clip range, truncations bootstrapped (ALGORITHMS.md, P1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, FlatParameters, PolicyGradientAgent
+from trainer.distributions import ACTION_SPACES
+from trainer.envs import make_vector_env
+from trainer.networks import parse_hidden_layers
+from trainer.params import param
+from trainer.registry import AlgorithmSpec, register
+
+SCHEDULES = ("linear", "constant")
+
+
+@dataclass
+class PPOConfig:
+    """Defaults are rl-baselines3-zoo's tuned CartPole-v1 settings (500 +- 0 at 100k env steps)."""
+
+    num_envs: int = param(8, "Environments stepped side by side (Gymnasium's vector API).", low=1, high=1024)
+    # rollout length per env; a rollout is n_steps * num_envs transitions
+    n_steps: int = param(32, "Env steps per environment in each rollout.", low=1, high=100_000)
+    batch_size: int = param(256, "Transitions per minibatch.", low=1, high=1_000_000)
+    n_epochs: int = param(20, "Passes over each rollout.", low=1, high=1_000)
+    gamma: float = param(0.98, "Discount factor.", low=0, high=1)
+    gae_lambda: float = param(0.8, "GAE lambda: 1 gives Monte-Carlo advantages, 0 one-step TD errors.", low=0, high=1)
+    learning_rate: float = param(1e-3, "Adam learning rate (at the start, when annealed).", low=0,
+                                 low_inclusive=False, high=1)
+    lr_schedule: str = param("linear", "Learning rate over the run: linear decay to 0, or constant.",
+                             choices=SCHEDULES)
+    clip_range: float = param(0.2, "Clip range epsilon of the probability ratio (at the start, when annealed).",
+                              low=0, low_inclusive=False, high=10)
+    clip_schedule: str = param("linear", "Clip range over the run: linear decay to 0, or constant.",
+                               choices=SCHEDULES)
+    # PPO2-style value clipping; depends on the reward scale (SB3 leaves it off by default)
+    clip_value_loss: bool = param(False, "Clip the value update around the rollout's values.")
+    value_clip_range: float = param(0.2, "Clip range of the value update, when clipped.", low=0,
+                                    low_inclusive=False)
+    entropy_coef: float = param(0.0, "Entropy bonus coefficient.", low=0, high=10)
+    value_coef: float = param(0.5, "Value loss coefficient.", low=0, high=100)
+    max_grad_norm: float = param(0.5, "Clip the global gradient norm to this (0 turns clipping off).", low=0)
+    normalize_advantage: bool = param(True, "Normalise advantages within each minibatch.")
+    # 0 turns it off; SB3 stops an epoch's updates when the approximate KL exceeds 1.5 * target_kl
+    target_kl: float = param(0.0, "Stop the update's epochs early when the approximate KL divergence exceeds "
+                                  "1.5 x this (0: never).", low=0)
+    normalize_observations: bool = param(False, "Running mean/std normalisation of observations (saved in "
+                                                "checkpoints, frozen at evaluation).")
+    normalize_rewards: bool = param(False, "Scale rewards by the running std of the discounted return.")
+    hidden_layers: str = param("64,64", "Hidden layer sizes of the actor and the critic, comma-separated.")
+    activation: str = param("tanh", "Hidden layer activation.", choices=("tanh", "relu"))
+    shared_network: bool = param(False, "One trunk for actor and critic instead of two separate MLPs.")
+    orthogonal_init: bool = param(True, "Orthogonal initialisation (gain sqrt 2 hidden, 0.01 policy, 1 value).")
+    log_std_init: float = param(0.0, "Initial log standard deviation of Gaussian policies (Box actions).",
+                                low=-20, high=5)
+    adam_eps: float = param(1e-5, "Adam epsilon.", low=0, low_inclusive=False, high=1)
+
+    def check(self) -> dict[str, str]:
+        errors = {}
+        if self.batch_size > self.n_steps * self.num_envs:
+            errors["batch_size"] = f"must not exceed a rollout (n_steps x num_envs = {self.n_steps * self.num_envs})"
+        try:
+            parse_hidden_layers(self.hidden_layers)
+        except ValueError as error:
+            errors["hidden_layers"] = str(error)
+        return errors
+
+
+def clipped_surrogate_loss(log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor,
+                           clip_range: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """-E[min(r A, clip(r, 1 - eps, 1 + eps) A)] with r = pi(a|s) / pi_old(a|s); also returns log r."""
+    log_ratio = log_probs - old_log_probs
+    ratio = log_ratio.exp()
+    unclipped = ratio * advantages
+    clipped = ratio.clamp(1.0 - clip_range, 1.0 + clip_range) * advantages
+    return -torch.min(unclipped, clipped).mean(), log_ratio
+
+
+@torch.no_grad()
+def ratio_statistics(log_ratio: torch.Tensor, clip_range: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(approximate KL E[(r - 1) - log r], Schulman's low-variance estimator; fraction of clipped ratios)."""
+    ratio = log_ratio.exp()
+    return ((ratio - 1.0) - log_ratio).mean(), ((ratio - 1.0).abs() > clip_range).float().mean()
+
+
+def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
+               clip_range: float | None) -> torch.Tensor:
+    """E[(V - R)^2], or with clipping E[max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2)]
+    where V_old is the value when the rollout was collected (PPO2 / CleanRL)."""
+    unclipped = (values - returns) ** 2
+    if clip_range is None:
+        return unclipped.mean()
+    clipped_values = old_values + (values - old_values).clamp(-clip_range, clip_range)
+    return torch.max(unclipped, (clipped_values - returns) ** 2).mean()
+
+
+def annealed(value: float, schedule: str, progress: float) -> float:
+    return value * (1.0 - progress) if schedule == "linear" else value
+
+
+class PPO(PolicyGradientAgent):
+    name = "ppo"
+    value_heads = 1
+
+    def build(self) -> None:
+        c = self.config
+        self.network = ActorCritic(self.observation_space, self.action_space, parse_hidden_layers(c.hidden_layers),
+                                   c.activation, c.shared_network, self.value_heads, c.orthogonal_init,
+                                   c.log_std_init).to(self.device)
+        self.flat = FlatParameters(self.network.parameters())
+        self.optimizer = torch.optim.Adam([self.flat.param], lr=c.learning_rate, eps=c.adam_eps, fused=True)
+        self.modules = {"network": self.network}
+        self.optimizers = {"optimizer": self.optimizer}
+        self.build_normalizers(c.num_envs)
+
+    def update(self, buffer, progress: float) -> dict[str, float]:
+        c = self.config
+        learning_rate = annealed(c.learning_rate, c.lr_schedule, progress)
+        clip_range = annealed(c.clip_range, c.clip_schedule, progress)
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate
+        logged: list[list[torch.Tensor]] = []
+        stop = False
+        for epoch in range(c.n_epochs):
+            for batch in buffer.minibatches(c.batch_size, self.rng):
+                distribution, values = self.network(batch.obs)
+                log_probs = distribution.log_prob(batch.actions)
+                advantages = batch.advantages
+                if c.normalize_advantage and len(advantages) > 1:  # a batch of one has no std (SB3 #325)
+                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+                policy_loss, log_ratio = clipped_surrogate_loss(log_probs, batch.log_probs, advantages, clip_range)
+                v_loss = value_loss(values[:, 0], batch.values, batch.returns,
+                                    c.value_clip_range if c.clip_value_loss else None)
+                loss = policy_loss + c.value_coef * v_loss
+                entropy = distribution.entropy().mean() if c.entropy_coef > 0 else None
+                if entropy is not None:
+                    loss = loss - c.entropy_coef * entropy
+                # statistics cost as much as a tenth of an update: every minibatch with a target KL, else the last epoch
+                if c.target_kl > 0 or epoch == c.n_epochs - 1:
+                    approx_kl, clip_fraction = ratio_statistics(log_ratio, clip_range)
+                    if c.target_kl > 0 and approx_kl > 1.5 * c.target_kl:
+                        stop = True  # the policy moved too far from the one that collected the data
+                        break
+                    if entropy is None:
+                        with torch.no_grad():
+                            entropy = distribution.entropy().mean()
+                    logged.append([loss, policy_loss, v_loss, entropy, approx_kl, clip_fraction])
+                self.flat.zero_grad()
+                loss.backward()
+                if c.max_grad_norm > 0:
+                    nn.utils.clip_grad_norm_(self.flat.param, c.max_grad_norm)
+                self.optimizer.step()
+            if stop:
+                break
+        names = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+        metrics = {f"train/{name}": float(torch.stack([row[i].detach() for row in logged]).mean())
+                   for i, name in enumerate(names)} if logged else {}
+        metrics.update({"train/learning_rate": learning_rate, "train/clip_range": clip_range,
+                        "train/explained_variance": explained_variance(buffer.values, buffer.returns)})
+        return metrics
+
+    def train(self, runner) -> None:
+        c = self.config
+        envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
+        buffer = self.new_buffer(c.n_steps, c.num_envs)
+        observations, _ = envs.reset(seed=self.seed + self.steps_done)
+        observations = self.normalize_obs(observations, update=True)
+        try:
+            while True:
+                observations, last_values, keep_going = self.collect(runner, envs, buffer, observations)
+                if not buffer.full:
+                    return  # stopped in the middle of a rollout
+                buffer.compute_advantages(last_values[:, 0], c.gamma, c.gae_lambda)
+                runner.record(self.update(buffer, runner.progress))
+                if not keep_going:
+                    return
+        finally:
+            envs.close()
+
+
+def explained_variance(predictions, targets) -> float:
+    """1 - Var[target - prediction] / Var[target]: 1 is a perfect critic, 0 no better than a constant
+    (reported as 0 when the targets do not vary). Takes tensors or arrays."""
+    predictions, targets = torch.as_tensor(predictions), torch.as_tensor(targets)
+    variance = float(targets.var(correction=0))
+    return 0.0 if variance == 0 else 1.0 - float((targets - predictions).var(correction=0)) / variance
+
+
+register(AlgorithmSpec(
+    name="ppo",
+    family="Policy gradient",
+    description="Proximal Policy Optimization: clipped surrogate, GAE, minibatch epochs (Schulman et al. 2017).",
+    config_class=PPOConfig,
+    agent_class=PPO,
+    observation_spaces=OBSERVATION_SPACES,
+    action_spaces=ACTION_SPACES,
+))

@@ -1,0 +1,130 @@
+"""REINFORCE: Monte-Carlo policy gradient over whole episodes.
+
+Williams 1992, "Simple statistical gradient-following algorithms for connectionist reinforcement
+learning", https://doi.org/10.1007/BF00992696; Sutton et al. 2000, "Policy Gradient Methods for
+Reinforcement Learning with Function Approximation". Each update uses complete episodes only: a batch
+waits until `episodes_per_batch` episodes have finished (Lightning Bolts' version cuts episodes off at a
+fixed batch size; ALGORITHMS.md, REINFORCE).
+
+    G_t  = sum_k gamma^k r_{t+k}            (reward-to-go, per episode)
+    loss = -mean_t log pi(a_t | s_t) * G_t  (gradient ascent on the expected return)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, PolicyGradientAgent
+from trainer.buffers import EpisodeBuffer, Episode, discounted_returns
+from trainer.distributions import ACTION_SPACES
+from trainer.envs import finished_episodes, make_vector_env
+from trainer.networks import parse_hidden_layers
+from trainer.params import param
+from trainer.registry import AlgorithmSpec, register
+
+
+@dataclass
+class ReinforceConfig:
+    num_envs: int = param(4, "Environments stepped side by side; each contributes whole episodes.", low=1,
+                          high=256)
+    episodes_per_batch: int = param(8, "Finished episodes per update.", low=1, high=10_000)
+    gamma: float = param(0.99, "Discount factor.", low=0, high=1)
+    learning_rate: float = param(3e-3, "Adam learning rate.", low=0, low_inclusive=False, high=1)
+    # (G - mean) / std over the batch: the variance trick of pytorch/examples#386; a flag, as in #971
+    normalize_returns: bool = param(True, "Normalise the returns of each batch to zero mean, unit variance.")
+    max_grad_norm: float = param(0.0, "Clip the gradient norm to this (0 turns clipping off).", low=0)
+    hidden_layers: str = param("64,64", "Hidden layer sizes of the policy, comma-separated.")
+    activation: str = param("tanh", "Hidden layer activation.", choices=("tanh", "relu"))
+    log_std_init: float = param(0.0, "Initial log standard deviation of Gaussian policies (Box actions).",
+                                low=-20, high=5)
+
+    def check(self) -> dict[str, str]:
+        try:
+            parse_hidden_layers(self.hidden_layers)
+        except ValueError as error:
+            return {"hidden_layers": str(error)}
+        return {}
+
+
+class Reinforce(PolicyGradientAgent):
+    name = "reinforce"
+    value_heads = 0  # REINFORCE has no critic
+
+    def build(self) -> None:
+        c = self.config
+        self.network = ActorCritic(self.observation_space, self.action_space, parse_hidden_layers(c.hidden_layers),
+                                   c.activation, shared=self.value_heads == 0, value_heads=self.value_heads,
+                                   log_std_init=c.log_std_init).to(self.device)
+        self.optimizer = torch.optim.Adam(self.network.actor_parameters(), lr=c.learning_rate)
+        self.modules = {"network": self.network}
+        self.optimizers = {"optimizer": self.optimizer}
+        self.build_normalizers(c.num_envs)
+
+    def batch(self, episodes: list[Episode]) -> tuple[torch.Tensor, torch.Tensor]:
+        obs = torch.as_tensor(np.concatenate([e.obs for e in episodes]), device=self.device)
+        actions = torch.as_tensor(np.concatenate([e.actions for e in episodes]), device=self.device)
+        return obs, actions
+
+    def policy_step(self, loss: torch.Tensor) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.config.max_grad_norm > 0:
+            nn.utils.clip_grad_norm_(self.network.actor_parameters(), self.config.max_grad_norm)
+        self.optimizer.step()
+
+    def update(self, episodes: list[Episode]) -> dict[str, float]:
+        c = self.config
+        obs, actions = self.batch(episodes)
+        # reward-to-go of each episode on its own: nothing flows across an episode end
+        returns = torch.as_tensor(np.concatenate([discounted_returns(e.rewards, c.gamma) for e in episodes]),
+                                  device=self.device)
+        if c.normalize_returns and len(returns) > 1:
+            returns = (returns - returns.mean()) / (returns.std() + 1e-8)
+        distribution = self.network.distribution(obs)
+        loss = -(distribution.log_prob(actions) * returns).mean()
+        self.policy_step(loss)
+        with torch.no_grad():
+            entropy = distribution.entropy().mean()
+        return {"train/loss": float(loss.detach()), "train/entropy": float(entropy),
+                "train/learning_rate": c.learning_rate, "train/batch_steps": len(obs)}
+
+    def train(self, runner) -> None:
+        c = self.config
+        envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
+        buffer = EpisodeBuffer(c.num_envs)
+        observations, _ = envs.reset(seed=self.seed + self.steps_done)
+        head = self.network.policy
+        try:
+            while True:
+                with torch.no_grad():
+                    actions = self.network.distribution(torch.as_tensor(observations, device=self.device)).sample()
+                actions = actions.cpu().numpy()
+                next_observations, rewards, terminated, truncated, infos = envs.step(head.to_env(actions))
+                buffer.add(observations, actions, rewards, terminated, truncated, infos.get("final_obs"))
+                for episode_return, length in finished_episodes(infos):
+                    runner.episode(episode_return, length)
+                observations = next_observations
+                keep_going = runner.advance(c.num_envs)
+                # an episode still running at an update finishes under the updated policy; its log-probs are
+                # computed afresh at its own update, so no cut-off piece of it is ever used
+                if len(buffer.finished) >= c.episodes_per_batch:
+                    runner.record(self.update(buffer.take()))
+                if not keep_going:
+                    return
+        finally:
+            envs.close()
+
+
+register(AlgorithmSpec(
+    name="reinforce",
+    family="Policy gradient",
+    description="REINFORCE: Monte-Carlo policy gradient over whole episodes (Williams 1992).",
+    config_class=ReinforceConfig,
+    agent_class=Reinforce,
+    observation_spaces=OBSERVATION_SPACES,
+    action_spaces=ACTION_SPACES,
+))
