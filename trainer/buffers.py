@@ -428,17 +428,37 @@ class RolloutBuffer:
     def everything(self) -> RolloutBatch:
         return RolloutBatch(*self._flat_tensors())
 
-    def minibatches(self, batch_size: int, rng: np.random.Generator):
+    def minibatches(self, batch_size: int, rng: np.random.Generator, normalize_advantages: bool = False):
         """One pass over the rollout in random minibatches of `batch_size` (the last one may be smaller)."""
+        for _, batch in self.epochs(1, batch_size, rng, normalize_advantages):
+            yield batch
+
+    def epochs(self, n_epochs: int, batch_size: int, rng: np.random.Generator, normalize_advantages: bool = False):
+        """(epoch, minibatch) for `n_epochs` passes over the rollout, each in a new random order.
+
+        With `normalize_advantages` each minibatch's advantages have zero mean and unit std (per minibatch,
+        as in SB3 and CleanRL; a minibatch of one is left alone). When one minibatch holds the whole rollout,
+        it is built and normalised once and handed out every epoch: the order of its rows changes nothing.
+        """
         tensors = self._flat_tensors()
         size = self.num_steps * self.num_envs
-        if batch_size >= size:  # one minibatch of everything: the order of its rows changes nothing
-            yield RolloutBatch(*tensors)
+
+        def batch_of(parts):
+            if normalize_advantages and len(parts[5]) > 1:
+                advantages = parts[5]
+                parts = [*parts[:5], (advantages - advantages.mean()) / (advantages.std() + 1e-8), *parts[6:]]
+            return RolloutBatch(*parts)
+
+        if batch_size >= size:
+            everything = batch_of(tensors)
+            for epoch in range(n_epochs):
+                yield epoch, everything
             return
-        order = torch.as_tensor(rng.permutation(size), device=self.device)
-        for start in range(0, size, batch_size):
-            index = order[start:start + batch_size]
-            yield RolloutBatch(*(t[index] if t is not None else None for t in tensors))
+        for epoch in range(n_epochs):
+            order = torch.as_tensor(rng.permutation(size), device=self.device)
+            for start in range(0, size, batch_size):
+                index = order[start:start + batch_size]
+                yield epoch, batch_of([t[index] for t in tensors])
 
 
 class Episode(NamedTuple):

@@ -183,3 +183,21 @@ def test_episode_buffer_only_hands_out_whole_episodes():
     (episode,) = buffer.take()
     assert episode.rewards.tolist() == [2.0, 2.0, 3.0] and not episode.terminated  # the truncated one, whole
     assert buffer.take() == []
+
+
+def test_epochs_normalise_advantages_per_minibatch_and_reshuffle_every_epoch():
+    buffer = RolloutBuffer(4, 2, (1,), np.float32)
+    for t in range(4):
+        buffer.add(np.full((2, 1), t), np.zeros(2), np.zeros(2), np.zeros(2), np.zeros(2), np.zeros(2, bool),
+                   np.zeros(2, bool))
+    buffer.advantages = np.arange(8, dtype=np.float32).reshape(4, 2) * 10
+    batches = list(buffer.epochs(3, 4, np.random.default_rng(0), normalize_advantages=True))
+    assert [epoch for epoch, _ in batches] == [0, 0, 1, 1, 2, 2]
+    for _, batch in batches:
+        assert batch.advantages.mean().item() == pytest.approx(0.0, abs=1e-6)
+        assert batch.advantages.std().item() == pytest.approx(1.0, abs=1e-5)
+    orders = [tuple(b.obs[:, 0].tolist()) for _, b in batches]
+    assert len(set(orders)) > 2  # a new random order each epoch
+    whole = list(buffer.epochs(2, 8, np.random.default_rng(0)))
+    assert len(whole) == 2 and whole[0][1] is whole[1][1]  # the whole rollout, built once
+    torch.testing.assert_close(whole[0][1].advantages, torch.as_tensor(buffer.advantages.reshape(-1)))

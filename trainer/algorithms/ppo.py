@@ -130,38 +130,31 @@ class PPO(PolicyGradientAgent):
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate
         logged: list[list[torch.Tensor]] = []
-        stop = False
-        for epoch in range(c.n_epochs):
-            for batch in buffer.minibatches(c.batch_size, self.rng):
-                distribution, values = self.network(batch.obs)
-                log_probs = distribution.log_prob(batch.actions)
-                advantages = batch.advantages
-                if c.normalize_advantage and len(advantages) > 1:  # a batch of one has no std (SB3 #325)
-                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-                policy_loss, log_ratio = clipped_surrogate_loss(log_probs, batch.log_probs, advantages, clip_range)
-                v_loss = value_loss(values[:, 0], batch.values, batch.returns,
-                                    c.value_clip_range if c.clip_value_loss else None)
-                loss = policy_loss + c.value_coef * v_loss
-                entropy = distribution.entropy().mean() if c.entropy_coef > 0 else None
-                if entropy is not None:
-                    loss = loss - c.entropy_coef * entropy
-                # statistics cost as much as a tenth of an update: every minibatch with a target KL, else the last epoch
-                if c.target_kl > 0 or epoch == c.n_epochs - 1:
-                    approx_kl, clip_fraction = ratio_statistics(log_ratio, clip_range)
-                    if c.target_kl > 0 and approx_kl > 1.5 * c.target_kl:
-                        stop = True  # the policy moved too far from the one that collected the data
-                        break
-                    if entropy is None:
-                        with torch.no_grad():
-                            entropy = distribution.entropy().mean()
-                    logged.append([loss, policy_loss, v_loss, entropy, approx_kl, clip_fraction])
-                self.flat.zero_grad()
-                loss.backward()
-                if c.max_grad_norm > 0:
-                    nn.utils.clip_grad_norm_(self.flat.param, c.max_grad_norm)
-                self.optimizer.step()
-            if stop:
-                break
+        for epoch, batch in buffer.epochs(c.n_epochs, c.batch_size, self.rng, c.normalize_advantage):
+            distribution, values = self.network(batch.obs)
+            log_probs = distribution.log_prob(batch.actions)
+            # advantages come normalised per minibatch, if asked (a batch of one is left alone: SB3 #325)
+            policy_loss, log_ratio = clipped_surrogate_loss(log_probs, batch.log_probs, batch.advantages, clip_range)
+            v_loss = value_loss(values[:, 0], batch.values, batch.returns,
+                                c.value_clip_range if c.clip_value_loss else None)
+            loss = policy_loss + c.value_coef * v_loss
+            entropy = distribution.entropy().mean() if c.entropy_coef > 0 else None
+            if entropy is not None:
+                loss = loss - c.entropy_coef * entropy
+            # statistics cost as much as a tenth of an update: every minibatch with a target KL, else the last epoch
+            if c.target_kl > 0 or epoch == c.n_epochs - 1:
+                approx_kl, clip_fraction = ratio_statistics(log_ratio, clip_range)
+                if c.target_kl > 0 and approx_kl > 1.5 * c.target_kl:
+                    break  # the policy moved too far from the one that collected the data: no more epochs
+                if entropy is None:
+                    with torch.no_grad():
+                        entropy = distribution.entropy().mean()
+                logged.append([loss, policy_loss, v_loss, entropy, approx_kl, clip_fraction])
+            self.flat.zero_grad()
+            loss.backward()
+            if c.max_grad_norm > 0:
+                nn.utils.clip_grad_norm_(self.flat.param, c.max_grad_norm)
+            self.optimizer.step()
         names = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
         metrics = {f"train/{name}": float(torch.stack([row[i].detach() for row in logged]).mean())
                    for i, name in enumerate(names)} if logged else {}

@@ -173,41 +173,34 @@ class RNDPPO(PPO):
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate
         logged: list[list[torch.Tensor]] = []
-        stop = False
-        for epoch in range(c.n_epochs):
-            for batch in buffer.minibatches(c.batch_size, self.rng):
-                distribution, values = self.network(batch.obs)
-                log_probs = distribution.log_prob(batch.actions)
-                advantages = batch.advantages  # already ext_adv_coeff * A_ext + int_adv_coeff * A_int
-                if c.normalize_advantage and len(advantages) > 1:
-                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-                policy_loss, log_ratio = clipped_surrogate_loss(log_probs, batch.log_probs, advantages, clip_range)
-                vf_clip = c.value_clip_range if c.clip_value_loss else None
-                ext_value_loss = value_loss(values[:, 0], batch.values, batch.returns, vf_clip)
-                int_value_loss = value_loss(values[:, 1], batch.int_values, batch.int_returns, vf_clip)
-                entropy = distribution.entropy().mean()
-                loss = policy_loss + c.value_coef * (ext_value_loss + int_value_loss) - c.entropy_coef * entropy
-                # the predictor learns from a random part of the minibatch only (update_proportion in CleanRL)
-                errors = self.novelty(batch.next_obs)
-                mask = (torch.rand(len(errors), device=self.device) < c.predictor_proportion).float()
-                predictor_loss = (errors * mask).sum() / mask.sum().clamp(min=1.0)
-                approx_kl, clip_fraction = ratio_statistics(log_ratio, clip_range)
-                if c.target_kl > 0 and approx_kl > 1.5 * c.target_kl:
-                    stop = True
-                    break
-                self.flat.zero_grad()
-                self.predictor_flat.zero_grad()
-                (loss + predictor_loss).backward()
-                if c.max_grad_norm > 0:
-                    nn.utils.clip_grad_norm_(self.flat.param, c.max_grad_norm)
-                self.optimizer.step()
-                self.predictor_optimizer.step()
-                if epoch == c.n_epochs - 1:
-                    logged.append([loss.detach(), policy_loss.detach(), ext_value_loss.detach(),
-                                   int_value_loss.detach(), entropy.detach(), approx_kl, clip_fraction,
-                                   predictor_loss.detach()])
-            if stop:
-                break
+        for epoch, batch in buffer.epochs(c.n_epochs, c.batch_size, self.rng, c.normalize_advantage):
+            distribution, values = self.network(batch.obs)
+            log_probs = distribution.log_prob(batch.actions)
+            # ext_adv_coeff * A_ext + int_adv_coeff * A_int, normalised per minibatch if asked
+            policy_loss, log_ratio = clipped_surrogate_loss(log_probs, batch.log_probs, batch.advantages, clip_range)
+            vf_clip = c.value_clip_range if c.clip_value_loss else None
+            ext_value_loss = value_loss(values[:, 0], batch.values, batch.returns, vf_clip)
+            int_value_loss = value_loss(values[:, 1], batch.int_values, batch.int_returns, vf_clip)
+            entropy = distribution.entropy().mean()
+            loss = policy_loss + c.value_coef * (ext_value_loss + int_value_loss) - c.entropy_coef * entropy
+            # the predictor learns from a random part of the minibatch only (update_proportion in CleanRL)
+            errors = self.novelty(batch.next_obs)
+            mask = (torch.rand(len(errors), device=self.device) < c.predictor_proportion).float()
+            predictor_loss = (errors * mask).sum() / mask.sum().clamp(min=1.0)
+            approx_kl, clip_fraction = ratio_statistics(log_ratio, clip_range)
+            if c.target_kl > 0 and approx_kl > 1.5 * c.target_kl:
+                break  # the policy moved too far from the one that collected the data: no more epochs
+            self.flat.zero_grad()
+            self.predictor_flat.zero_grad()
+            (loss + predictor_loss).backward()
+            if c.max_grad_norm > 0:
+                nn.utils.clip_grad_norm_(self.flat.param, c.max_grad_norm)
+            self.optimizer.step()
+            self.predictor_optimizer.step()
+            if epoch == c.n_epochs - 1:
+                logged.append([loss.detach(), policy_loss.detach(), ext_value_loss.detach(),
+                               int_value_loss.detach(), entropy.detach(), approx_kl, clip_fraction,
+                               predictor_loss.detach()])
         names = ("loss", "policy_loss", "value_loss", "intrinsic_value_loss", "entropy", "approx_kl",
                  "clip_fraction", "rnd_loss")
         metrics = {f"train/{name}": float(torch.stack([row[i] for row in logged]).mean())
