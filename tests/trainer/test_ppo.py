@@ -96,3 +96,11 @@ def test_rollouts_are_cut_only_where_the_runner_says_stop(tmp_path):
     sink = ListSink(stop_after=40)
     summary = trainer.make("ppo", "CartPole-v1", seed=0, **TINY).learn(10_000, sink=sink, checkpoint_dir=tmp_path)
     assert summary["status"] == "cancelled" and (tmp_path / "final.zip").exists()
+
+
+@pytest.mark.parametrize("algorithm", ["reinforce", "vpg", "a2c", "ppo", "rnd-ppo"])
+def test_unsupported_spaces_are_refused_with_a_clear_message(algorithm):
+    with pytest.raises(ConfigError) as error:  # Blackjack observes a Tuple
+        trainer.validate(algorithm, "Blackjack-v1", {})
+    assert "Tuple observations" in error.value.errors["env_id"]
+    assert trainer.validate(algorithm, "Pendulum-v1", {})  # Box actions are fine
