@@ -183,12 +183,9 @@ class PolicyGradientAgent(Agent):
         network, head, num_envs = self.network, self.network.policy, envs.num_envs
         keep_going = True
         while keep_going and not buffer.full:
-            with torch.no_grad():
-                distribution, values = network(torch.as_tensor(observations, device=self.device))
-                actions = distribution.sample()
-                log_probs = distribution.log_prob(actions)
+            with torch.no_grad():  # only the actor runs per step; values and log-probs come after the rollout
+                actions = network.distribution(torch.as_tensor(observations, device=self.device)).sample()
             actions = actions.cpu().numpy()
-            values = values.cpu().numpy()
             raw_next, rewards, terminated, truncated, infos = envs.step(head.to_env(actions))
             ended = terminated | truncated
             for episode_return, length in finished_episodes(infos):
@@ -202,9 +199,8 @@ class PolicyGradientAgent(Agent):
             next_observations = self.normalize_obs(raw_next, update=True)
             if self.reward_normalizer is not None:
                 rewards = self.reward_normalizer.normalize(rewards, ended)
-            buffer.add(observations, actions, log_probs.cpu().numpy(), values[:, 0], rewards, terminated, truncated,
-                       next_obs=real_next if buffer.intrinsic else None,
-                       int_values=values[:, 1] if buffer.intrinsic else None)
+            buffer.add(observations, actions, rewards, terminated, truncated,
+                       next_obs=real_next if buffer.intrinsic else None)
             # a time limit cut the episode short: bootstrap from V(last observation); a terminal state is
             # not bootstrapped, so its final value stays 0 (ALGORITHMS.md, P1)
             cut = np.flatnonzero(truncated & ~terminated)
@@ -214,6 +210,15 @@ class PolicyGradientAgent(Agent):
                     buffer.set_final_values(cut, network.values(final)[:, 0].cpu().numpy())
             observations = next_observations
             keep_going = runner.advance(num_envs)
+        if not buffer.full:
+            return observations, None, keep_going
+        # the policy did not change during the rollout: one batched pass gives every step's V(s_t) and
+        # log pi(a_t | s_t), and V of the observations after the last step (much cheaper than 2 x n_steps
+        # small passes)
         with torch.no_grad():
-            last_values = network.values(torch.as_tensor(observations, device=self.device)).cpu().numpy()
-        return observations, last_values, keep_going
+            everything = buffer.everything()
+            distribution, values = network(everything.obs)
+            log_probs = distribution.log_prob(everything.actions)
+            last_values = network.values(torch.as_tensor(observations, device=self.device))
+        buffer.set_values(log_probs.cpu().numpy(), values.cpu().numpy())
+        return observations, last_values.cpu().numpy(), keep_going

@@ -342,8 +342,9 @@ class RolloutBuffer:
     """One rollout of `num_steps` vector steps from `num_envs` sub-envs, for A2C, PPO and RND-PPO.
 
     Per step: `add(...)`, then `set_final_values(envs, values)` for the sub-envs whose episode ended
-    (V of their real last observation). After the rollout: `compute_advantages(last_values, ...)`,
-    then `minibatches(...)` or `everything()` for the update.
+    (V of their real last observation). After the rollout: `set_values(...)` (the collecting policy's
+    log-probs and values, from one batched pass), `compute_advantages(last_values, ...)`, then
+    `epochs(...)` or `everything()` for the update.
     """
 
     def __init__(self, num_steps: int, num_envs: int, obs_shape: tuple, obs_dtype, action_shape: tuple = (),
@@ -376,21 +377,26 @@ class RolloutBuffer:
     def full(self) -> bool:
         return self.step == self.num_steps
 
-    def add(self, obs, actions, log_probs, values, rewards, terminated, truncated, next_obs=None,
-            int_values=None) -> None:
+    def add(self, obs, actions, rewards, terminated, truncated, next_obs=None) -> None:
         t = self.step
         self.obs[t] = obs
         self.actions[t] = actions
-        self.log_probs[t] = log_probs
-        self.values[t] = values
         self.rewards[t] = rewards
         self.terminated[t] = terminated
         self.episode_ends[t] = np.logical_or(terminated, truncated)
         self.final_values[t] = 0.0
         if self.intrinsic:
             self.next_obs[t] = next_obs
-            self.int_values[t] = int_values
         self.step = t + 1
+
+    def set_values(self, log_probs: np.ndarray, values: np.ndarray) -> None:
+        """The collecting policy's log-probabilities of the stored actions and its values, for the whole
+        rollout at once: (steps * envs,) and (steps * envs, heads), in step-major order."""
+        shape = (self.num_steps, self.num_envs)
+        self.log_probs[:] = log_probs.reshape(shape)
+        self.values[:] = values[:, 0].reshape(shape)
+        if self.intrinsic:
+            self.int_values[:] = values[:, 1].reshape(shape)
 
     def set_final_values(self, envs: np.ndarray, values: np.ndarray) -> None:
         """V(s_T) for sub-envs whose episode ended at the step just added (used only where truncated)."""

@@ -112,10 +112,10 @@ def test_rollout_buffer_bootstraps_from_the_final_value_only_where_an_episode_en
     for t in range(3):
         truncated = np.array([t == 1, False])
         terminated = np.array([False, t == 0])
-        buffer.add(np.zeros((2, 1)), np.zeros(2), np.zeros(2), np.full(2, float(t)), np.ones(2), terminated,
-                   truncated)
+        buffer.add(np.zeros((2, 1)), np.zeros(2), np.ones(2), terminated, truncated)
         if t == 1:
             buffer.set_final_values(np.array([0]), np.array([7.0]))
+    buffer.set_values(np.zeros(6), np.repeat(np.arange(3.0), 2)[:, None])  # V(s_t) = t
     next_values = buffer.next_values(buffer.values, np.array([9.0, 9.0]))
     # env 0: V(s_1), then the truncation's own final value, then the last values; env 1 ends at t=0 (terminal)
     np.testing.assert_allclose(next_values[:, 0], [1.0, 7.0, 9.0])
@@ -125,8 +125,7 @@ def test_rollout_buffer_bootstraps_from_the_final_value_only_where_an_episode_en
 def test_minibatches_cover_the_rollout_once_in_random_order():
     buffer = RolloutBuffer(4, 3, (1,), np.float32)
     for t in range(4):
-        buffer.add(np.arange(3)[:, None] + 10 * t, np.zeros(3), np.zeros(3), np.zeros(3), np.zeros(3),
-                   np.zeros(3, bool), np.zeros(3, bool))
+        buffer.add(np.arange(3)[:, None] + 10 * t, np.zeros(3), np.zeros(3), np.zeros(3, bool), np.zeros(3, bool))
     seen = [b.obs[:, 0].tolist() for b in buffer.minibatches(5, np.random.default_rng(0))]
     assert [len(s) for s in seen] == [5, 5, 2]
     assert sorted(sum(seen, [])) == sorted((np.arange(3)[None] + 10 * np.arange(4)[:, None]).ravel().tolist())
@@ -188,8 +187,7 @@ def test_episode_buffer_only_hands_out_whole_episodes():
 def test_epochs_normalise_advantages_per_minibatch_and_reshuffle_every_epoch():
     buffer = RolloutBuffer(4, 2, (1,), np.float32)
     for t in range(4):
-        buffer.add(np.full((2, 1), t), np.zeros(2), np.zeros(2), np.zeros(2), np.zeros(2), np.zeros(2, bool),
-                   np.zeros(2, bool))
+        buffer.add(np.full((2, 1), t), np.zeros(2), np.zeros(2), np.zeros(2, bool), np.zeros(2, bool))
     buffer.advantages = np.arange(8, dtype=np.float32).reshape(4, 2) * 10
     batches = list(buffer.epochs(3, 4, np.random.default_rng(0), normalize_advantages=True))
     assert [epoch for epoch, _ in batches] == [0, 0, 1, 1, 2, 2]
