@@ -18,6 +18,9 @@ class AlgorithmSpec:
     observation_spaces: tuple[str, ...]  # Gymnasium space class names it accepts
     action_spaces: tuple[str, ...]
     presets: tuple[tuple[str, object], ...] = ()  # defaults that differ from the config class
+    # optional check of a built config against the env's spaces: (config, observation_space,
+    # action_space) -> {field: message}; for what depends on both, e.g. bounds of a discretisation grid
+    check_env: object = None
 
     def params(self) -> list[Param]:
         overrides = dict(self.presets)
@@ -80,7 +83,10 @@ def validate(algorithm: str, env_id: str, hyperparameters: dict) -> dict:
     except ConfigError as error:
         errors.update(error.errors)
     try:
-        spec.check_spaces(*env_spaces(env_id))
+        observation_space, action_space = env_spaces(env_id)
+        spec.check_spaces(observation_space, action_space)
+        if spec.check_env is not None and config is not None:
+            errors.update(spec.check_env(config, observation_space, action_space))
     except ConfigError as error:
         errors.update(error.errors)
     if errors:

@@ -6,3 +6,7 @@ from trainer.algorithms import a2c  # noqa: F401
 from trainer.algorithms import reinforce  # noqa: F401
 from trainer.algorithms import vpg  # noqa: F401
 from trainer.algorithms import rnd_ppo  # noqa: F401
+from trainer.algorithms import sac  # noqa: F401
+from trainer.algorithms import ddpg  # noqa: F401
+from trainer.algorithms import qlearning  # noqa: F401
+from trainer.algorithms import es  # noqa: F401

@@ -1,0 +1,246 @@
+"""Tabular Q-learning, on Discrete observations or on a grid over Box observations.
+
+Watkins 1989 / Sutton and Barto, "Reinforcement Learning: An Introduction", section 6.5:
+Q(s, a) <- Q(s, a) + lr (r + gamma max_a' Q(s', a') - Q(s, a)), with epsilon-greedy exploration whose
+epsilon decays multiplicatively every env step (rlib's QLearning). Box observations are binned per
+dimension on a grid between bounds taken from the space, or given for unbounded dimensions
+(ALGORITHMS.md, tabular Q-learning checklist). The table is a buffer of a module, so a checkpoint
+saves it as a tensor; `q_table()` gives it shaped by the grid for the dashboard's heatmap.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from trainer.agent import Agent
+from trainer.envs import make_vector_env
+from trainer.params import ConfigError, param
+from trainer.registry import AlgorithmSpec, register
+
+MAX_TABLE_ENTRIES = 50_000_000
+
+
+@dataclass
+class QLearningConfig:
+    """Defaults learn FrozenLake-v1 and MountainCar-v0 (20 x 20 grid); see benchmarks/continuous.py."""
+
+    learning_rate: float = param(0.1, "Step size of the tabular update (rlib: lr).", low=0, low_inclusive=False,
+                                 high=1)
+    gamma: float = param(0.99, "Discount factor (rlib: discount).", low=0, high=1)
+    epsilon_start: float = param(1.0, "Exploration probability at the start (rlib: epsilon_greedy).", low=0, high=1)
+    epsilon_decay: float = param(0.9999, "Epsilon is multiplied by this after every env step.", low=0, high=1)
+    epsilon_min: float = param(0.01, "Epsilon never decays below this.", low=0, high=1)
+    grid_size: str = param("20", "Bins per Box observation dimension: one number, or one per dimension "
+                                 "(e.g. 1,1,12,12).")
+    low: str = param("", "Lower grid bounds for Box observations, comma-separated (one, or one per "
+                         "dimension); empty takes them from the space. Needed where the space is unbounded.")
+    high: str = param("", "Upper grid bounds, as for low.")
+    initial_q: float = param(0.0, "Initial value of every table entry (optimistic values explore).")
+    num_envs: int = param(1, "Environments stepped side by side.", low=1, high=256)
+
+    def check(self) -> dict[str, str]:
+        errors = {}
+        try:
+            sizes = _numbers(self.grid_size, int)
+            if not sizes or min(sizes) < 1:
+                raise ValueError
+        except ValueError:
+            errors["grid_size"] = "must be whole numbers of at least 1, comma-separated (e.g. 20 or 1,1,12,12)"
+        for name in ("low", "high"):
+            try:
+                _numbers(getattr(self, name), float)
+            except ValueError:
+                errors[name] = "must be numbers separated by commas, or empty"
+        if self.epsilon_min > self.epsilon_start:
+            errors["epsilon_min"] = "must not exceed epsilon_start"
+        return errors
+
+
+def _numbers(text: str, kind) -> list:
+    values = [kind(part.strip()) for part in str(text).split(",") if part.strip()]
+    if any(not math.isfinite(v) for v in values):
+        raise ValueError("not finite")
+    return values
+
+
+def _per_dimension(values: list, dims: int, name: str) -> np.ndarray:
+    if len(values) == 1:
+        values = values * dims
+    if len(values) != dims:
+        raise ConfigError({name: f"needs one value or {dims} values (one per observation dimension)"})
+    return np.asarray(values, dtype=np.float64)
+
+
+class Grid:
+    """Bins each dimension of a Box observation into `sizes[d]` equal cells between `low` and `high`;
+    values outside the bounds fall into the edge cells. Cells are numbered in C order."""
+
+    def __init__(self, low: np.ndarray, high: np.ndarray, sizes: np.ndarray):
+        self.low, self.high, self.sizes = low, high, sizes.astype(np.int64)
+        # interior edges only: np.digitize then gives 0 .. size-1, including exactly at both bounds
+        self.edges = [np.linspace(lo, hi, n + 1)[1:-1] for lo, hi, n in zip(low, high, self.sizes)]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(n) for n in self.sizes)
+
+    def cells(self, observations: np.ndarray) -> np.ndarray:
+        """Per-dimension cell indices, shape [batch, dims]."""
+        flat = np.asarray(observations, dtype=np.float64).reshape(len(observations), -1)
+        return np.stack([np.digitize(flat[:, d], self.edges[d]) for d in range(flat.shape[1])], axis=1)
+
+    def index(self, observations: np.ndarray) -> np.ndarray:
+        return np.ravel_multi_index(tuple(self.cells(observations).T), self.shape)
+
+
+def state_layout(config: QLearningConfig, space) -> tuple[tuple[int, ...], Grid | None]:
+    """The table's state shape for this observation space, and the grid for Box spaces.
+    Raises ConfigError (keyed by field) when the grid cannot be built."""
+    if isinstance(space, spaces.Discrete):
+        return (int(space.n),), None
+    if isinstance(space, spaces.MultiDiscrete):
+        return tuple(int(n) for n in space.nvec.reshape(-1)), None
+    dims = int(np.prod(space.shape))
+    sizes = _per_dimension(_numbers(config.grid_size, int), dims, "grid_size")
+    low = space.low.astype(np.float64).reshape(-1).copy()
+    high = space.high.astype(np.float64).reshape(-1).copy()
+    if config.low.strip():
+        low = _per_dimension(_numbers(config.low, float), dims, "low")
+    if config.high.strip():
+        high = _per_dimension(_numbers(config.high, float), dims, "high")
+    errors = {}
+    if not np.all(np.isfinite(low)):
+        errors["low"] = (f"the observation space is unbounded below in dimensions {np.flatnonzero(~np.isfinite(low)).tolist()}"
+                         f": give lower grid bounds, e.g. {','.join('-1' for _ in range(dims))}")
+    if not np.all(np.isfinite(high)):
+        errors["high"] = (f"the observation space is unbounded above in dimensions {np.flatnonzero(~np.isfinite(high)).tolist()}"
+                          f": give upper grid bounds, e.g. {','.join('1' for _ in range(dims))}")
+    if not errors and np.any(high <= low):
+        errors["high"] = "every upper bound must exceed its lower bound"
+    if errors:
+        raise ConfigError(errors)
+    return tuple(int(n) for n in sizes), Grid(low, high, sizes)
+
+
+def check_qlearning_env(config, observation_space, action_space) -> dict[str, str]:
+    try:
+        shape, _ = state_layout(config, observation_space)
+    except ConfigError as error:
+        return error.errors
+    entries = math.prod(shape) * int(action_space.n)
+    if entries > MAX_TABLE_ENTRIES:
+        return {"grid_size": f"the table would hold {entries:,} entries (at most {MAX_TABLE_ENTRIES:,}): "
+                             f"use fewer bins"}
+    return {}
+
+
+class QTable(nn.Module):
+    def __init__(self, num_states: int, num_actions: int, initial_q: float):
+        super().__init__()
+        self.register_buffer("table", torch.full((num_states, num_actions), float(initial_q), dtype=torch.float64))
+
+
+class QLearning(Agent):
+    name = "qlearning"
+
+    def build(self) -> None:
+        c = self.config
+        self.device = torch.device("cpu")  # a table lookup gains nothing from a GPU
+        self.state_shape, self.grid = state_layout(c, self.observation_space)
+        self.num_actions = int(self.action_space.n)
+        self.q = QTable(math.prod(self.state_shape), self.num_actions, c.initial_q)
+        self.table = self.q.table.numpy()  # shares memory with the tensor the checkpoint saves
+        self.modules = {"q_table": self.q}
+        self.epsilon = c.epsilon_start
+
+    def states(self, observations: np.ndarray) -> np.ndarray:
+        """Row indices of the table for a batch of observations."""
+        if self.grid is not None:
+            return self.grid.index(observations)
+        if isinstance(self.observation_space, spaces.Discrete):
+            return np.asarray(observations, dtype=np.int64).reshape(-1) - int(self.observation_space.start)
+        return np.ravel_multi_index(tuple(np.asarray(observations, dtype=np.int64).reshape(
+            len(observations), -1).T), self.state_shape)
+
+    def q_table(self) -> np.ndarray:
+        """The table shaped (*state_shape, num_actions): grid cells (or Discrete states) by actions."""
+        return self.table.reshape(*self.state_shape, self.num_actions).copy()
+
+    def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
+        rows = self.table[self.states(observations)]
+        if deterministic:
+            return rows.argmax(axis=1) + int(self.action_space.start)
+        # while training, ties are broken at random, so an untouched state does not always pick action 0
+        best = rows == rows.max(axis=1, keepdims=True)
+        actions = np.array([self.rng.choice(np.flatnonzero(b)) for b in best], dtype=np.int64)
+        explore = self.rng.random(len(actions)) < self.epsilon
+        actions[explore] = self.rng.integers(0, self.num_actions, size=int(explore.sum()))
+        return actions + int(self.action_space.start)
+
+    def update(self, states: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_states: np.ndarray,
+               terminated: np.ndarray) -> np.ndarray:
+        """One tabular step per transition; returns the TD errors."""
+        c = self.config
+        # no bootstrap past a true terminal state; a time-limit truncation is bootstrapped (P1)
+        target = rewards + c.gamma * (1.0 - terminated) * self.table[next_states].max(axis=1)
+        td_errors = target - self.table[states, actions]
+        for s, a, delta in zip(states, actions, td_errors):  # sequential: two sub-envs may share a cell
+            self.table[s, a] += c.learning_rate * delta
+        return td_errors
+
+    def train(self, runner) -> None:
+        c = self.config
+        envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
+        observations, _ = envs.reset(seed=self.seed + self.steps_done)
+        episode_returns = np.zeros(c.num_envs)
+        episode_lengths = np.zeros(c.num_envs, dtype=np.int64)
+        start = int(self.action_space.start)
+        try:
+            while True:
+                actions = self.act(observations, deterministic=False) - start
+                next_observations, rewards, terminated, truncated, infos = envs.step(actions + start)
+                done = terminated | truncated
+                real_next = next_observations
+                if done.any():  # SAME_STEP autoreset: the real last observation is in infos (P2)
+                    real_next = np.array(next_observations, copy=True)
+                    for i in np.flatnonzero(done):
+                        real_next[i] = infos["final_obs"][i]
+                td_errors = self.update(self.states(observations), actions, rewards.astype(np.float64),
+                                        self.states(real_next), terminated.astype(np.float64))
+                observations = next_observations
+                self.epsilon = max(c.epsilon_min, self.epsilon * c.epsilon_decay ** c.num_envs)
+
+                episode_returns += rewards
+                episode_lengths += 1
+                for i in np.flatnonzero(done):
+                    runner.episode(episode_returns[i], episode_lengths[i])
+                    episode_returns[i], episode_lengths[i] = 0.0, 0
+                runner.record({"train/td_error": float(np.abs(td_errors).mean()), "train/epsilon": self.epsilon})
+                if not runner.advance(c.num_envs):
+                    return
+        finally:
+            envs.close()
+
+    def extra_state(self) -> dict:
+        return {"epsilon": self.epsilon}
+
+    def load_extra_state(self, state: dict) -> None:
+        self.epsilon = float(state.get("epsilon", self.config.epsilon_start))
+
+
+register(AlgorithmSpec(
+    name="qlearning",
+    family="Tabular",
+    description="Tabular Q-learning with epsilon-greedy exploration; Box observations binned on a grid.",
+    config_class=QLearningConfig,
+    agent_class=QLearning,
+    observation_spaces=("Discrete", "MultiDiscrete", "Box"),
+    action_spaces=("Discrete",),
+    check_env=check_qlearning_env,
+))

@@ -1,0 +1,266 @@
+"""Soft Actor-Critic with automatic entropy tuning.
+
+Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications", https://arxiv.org/abs/1812.05905.
+A tanh-squashed Gaussian actor, twin Q critics with Polyak-averaged targets, and a temperature alpha
+tuned towards a target entropy (or fixed). Actions are learned in [-1, 1] and rescaled to the env's
+bounds, so the squashing's log-prob correction never sees the scale (ALGORITHMS.md, SAC checklist).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from trainer.agent import Agent
+from trainer.buffers import ReplayBuffer
+from trainer.continuous import (ActionScaler, Normalizers, QEnsemble, check_continuous_env, frozen,
+                                observation_storage_dtype, polyak_update, real_next_observations)
+from trainer.envs import make_vector_env
+from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers
+from trainer.params import param
+from trainer.registry import AlgorithmSpec, register
+from trainer.schedules import crossed
+
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as SB3 and Spinning Up
+LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+@dataclass
+class SACConfig:
+    """Defaults are rl-baselines3-zoo's tuned Pendulum-v1 settings (-157 +- 89 at 20k env steps)."""
+
+    policy_learning_rate: float = param(1e-3, "Adam learning rate of the actor.", low=0, low_inclusive=False,
+                                        high=1)
+    q_learning_rate: float = param(1e-3, "Adam learning rate of the Q critics.", low=0, low_inclusive=False, high=1)
+    alpha_learning_rate: float = param(1e-3, "Adam learning rate of log(alpha) when alpha is tuned.", low=0,
+                                       low_inclusive=False, high=1)
+    buffer_size: int = param(1_000_000, "Replay buffer capacity, in transitions (Bolts: replay_size).", low=1,
+                             high=50_000_000)
+    # warm start: uniformly random actions fill the buffer before the first update
+    learning_starts: int = param(100, "Env steps of uniformly random actions before learning starts "
+                                      "(Bolts: warm_start_size).", low=0)
+    batch_size: int = param(256, "Transitions per gradient update.", low=1, high=65_536)
+    gamma: float = param(0.99, "Discount factor.", low=0, high=1)
+    tau: float = param(0.005, "Polyak averaging rate of the target critics (Bolts: target_alpha).", low=0,
+                       low_inclusive=False, high=1)
+    target_update_interval: int = param(1, "Gradient updates between target-critic updates (Bolts: sync_rate).",
+                                        low=1)
+    train_frequency: int = param(1, "Env steps between training phases.", low=1)
+    gradient_steps: int = param(1, "Gradient updates per training phase.", low=1, high=100_000)
+    auto_alpha: bool = param(True, "Tune alpha towards the target entropy; off keeps alpha fixed.")
+    alpha: float = param(1.0, "Entropy coefficient: its initial value when tuned, its value when fixed.", low=0,
+                         low_inclusive=False)
+    # "auto" is -dim(A), Haarnoja et al.'s heuristic
+    target_entropy: str = param("auto", "Entropy alpha is tuned towards: a number, or auto for -(action dims).")
+    hidden_layers: str = param("256,256", "Hidden layer sizes of the actor and of each critic, comma-separated.")
+    max_grad_norm: float = param(0.0, "Clip each network's gradient norm to this (0 turns clipping off).", low=0)
+    normalize_observation: bool = param(False, "Normalise Box observations with running mean and std.")
+    normalize_reward: bool = param(False, "Scale rewards by the running std of the discounted return.")
+    num_envs: int = param(1, "Environments stepped side by side.", low=1, high=256)
+
+    def check(self) -> dict[str, str]:
+        errors = {}
+        if self.batch_size > self.buffer_size:
+            errors["batch_size"] = f"must not exceed the buffer size ({self.buffer_size})"
+        try:
+            parse_hidden_layers(self.hidden_layers)
+        except ValueError as error:
+            errors["hidden_layers"] = str(error)
+        if self.target_entropy.strip().lower() != "auto":
+            try:
+                if not math.isfinite(float(self.target_entropy)):
+                    raise ValueError
+            except ValueError:
+                errors["target_entropy"] = "must be auto or a finite number, e.g. -1"
+        return errors
+
+
+def squashed_gaussian_log_prob(u: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor,
+                               scale: float | torch.Tensor = 1.0) -> torch.Tensor:
+    """log density of a = scale * tanh(u), u ~ N(mean, exp(log_std)^2), summed over action dimensions.
+
+    Change of variables: log pi(a) = log N(u) - sum log(scale * (1 - tanh(u)^2)), with
+    log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)) computed from u (stable; no atanh of a).
+    """
+    gaussian = (-0.5 * ((u - mean) / log_std.exp()) ** 2 - log_std - LOG_SQRT_2PI).sum(-1)
+    log_abs_det = (2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(-1)
+    log_scale = torch.log(torch.as_tensor(scale, dtype=u.dtype)).expand(u.shape[-1:]).sum()
+    return gaussian - log_abs_det - log_scale
+
+
+class SquashedGaussianActor(nn.Module):
+    def __init__(self, observation_space, action_size: int, hidden_layers: tuple[int, ...]):
+        super().__init__()
+        self.encoder = ObservationEncoder(observation_space)
+        self.body = mlp(self.encoder.output_size, hidden_layers, 2 * action_size)
+
+    def forward(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, log_std = self.body(self.encoder(observations)).chunk(2, dim=-1)
+        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+    def sample(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised action in [-1, 1] and its log-probability."""
+        mean, log_std = self(observations)
+        u = mean + log_std.exp() * torch.randn_like(mean)
+        return torch.tanh(u), squashed_gaussian_log_prob(u, mean, log_std)
+
+
+class LogAlpha(nn.Module):
+    """log(alpha) as a module, so a checkpoint saves it with the networks."""
+
+    def __init__(self, alpha: float):
+        super().__init__()
+        self.value = nn.Parameter(torch.tensor(math.log(alpha)))
+
+
+class SAC(Agent):
+    name = "sac"
+
+    def build(self) -> None:
+        c = self.config
+        layers = parse_hidden_layers(c.hidden_layers)
+        self.scaler = ActionScaler(self.action_space)
+        action_size = int(np.prod(self.action_space.shape))
+        self.actor = SquashedGaussianActor(self.observation_space, action_size, layers).to(self.device)
+        self.critic = QEnsemble(self.observation_space, action_size, layers, num_q=2).to(self.device)
+        self.target_critic = QEnsemble(self.observation_space, action_size, layers, num_q=2).to(self.device)
+        self.target_critic.load_state_dict(self.critic.state_dict())
+        self.target_critic.requires_grad_(False)
+        self.log_alpha = LogAlpha(c.alpha).to(self.device)
+        self.log_alpha.requires_grad_(c.auto_alpha)
+        auto = c.target_entropy.strip().lower() == "auto"
+        self.target_entropy = -float(action_size) if auto else float(c.target_entropy)
+        # one optimizer, one parameter group per learning rate: the three losses touch disjoint
+        # parameters, so one backward pass and one fused Adam step serve all of them
+        groups = [{"params": list(self.actor.parameters()), "lr": c.policy_learning_rate},
+                  {"params": list(self.critic.parameters()), "lr": c.q_learning_rate}]
+        if c.auto_alpha:
+            groups.append({"params": list(self.log_alpha.parameters()), "lr": c.alpha_learning_rate})
+        self.optimizer = torch.optim.Adam(groups, fused=self.device.type in ("cpu", "cuda"))
+        self.modules = {"actor": self.actor, "critic": self.critic, "target_critic": self.target_critic,
+                        "log_alpha": self.log_alpha}
+        self.optimizers = {"optimizer": self.optimizer}
+        self.normalizers = Normalizers(self.observation_space, c.num_envs, c.gamma, c.normalize_observation,
+                                       c.normalize_reward, self.device)
+        self.updates = 0  # gradient updates so far
+        self._critic_parameters = list(self.critic.parameters())
+        self._target_parameters = list(self.target_critic.parameters())
+
+    def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
+        return self.scaler.to_env(self.act_unit(observations, deterministic))
+
+    def act_unit(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
+        """Actions in [-1, 1], as stored in replay."""
+        with torch.no_grad():
+            obs = self.normalizers.obs(torch.as_tensor(observations, device=self.device))
+            if deterministic:
+                actions = torch.tanh(self.actor(obs)[0])
+            else:
+                actions = self.actor.sample(obs)[0]
+        return actions.cpu().numpy()
+
+    def update(self, batch) -> dict[str, torch.Tensor]:
+        c = self.config
+        obs, next_obs = self.normalizers.obs(batch.obs), self.normalizers.obs(batch.next_obs)
+        rewards = batch.rewards * self.normalizers.reward_scale() if c.normalize_reward else batch.rewards
+        alpha = self.log_alpha.value.detach().exp()
+
+        # critic target: r + gamma (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s')),
+        # a' ~ pi(.|s') from the current policy; truncated transitions are bootstrapped (P1)
+        with torch.no_grad():
+            next_actions, next_log_prob = self.actor.sample(next_obs)
+            next_q = self.target_critic(next_obs, next_actions).min(dim=0).values
+            target = rewards + c.gamma * (1.0 - batch.terminated) * (next_q - alpha * next_log_prob)
+        q = self.critic(obs, batch.actions)  # [2, batch]
+        critic_loss = 0.5 * ((q - target) ** 2).mean(dim=1).sum()
+
+        # actor: minimise alpha log pi(a|s) - min_i Q_i(s, a) with a reparameterised; the critic is frozen
+        actions, log_prob = self.actor.sample(obs)
+        with frozen(self.critic):
+            q_pi = self.critic(obs, actions).min(dim=0).values
+        actor_loss = (alpha * log_prob - q_pi).mean()
+
+        # temperature: alpha grows while the entropy -log pi is below the target, and shrinks above it
+        loss = critic_loss + actor_loss
+        if c.auto_alpha:
+            alpha_loss = -(self.log_alpha.value * (log_prob.detach() + self.target_entropy)).mean()
+            loss = loss + alpha_loss
+
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if c.max_grad_norm > 0:
+            nn.utils.clip_grad_norm_(self.actor.parameters(), c.max_grad_norm)
+            nn.utils.clip_grad_norm_(self._critic_parameters, c.max_grad_norm)
+        self.optimizer.step()
+        self.updates += 1
+        if self.updates % c.target_update_interval == 0:
+            polyak_update(self._target_parameters, self._critic_parameters, c.tau)
+        return {"train/critic_loss": critic_loss.detach(), "train/actor_loss": actor_loss.detach(),
+                "train/alpha": alpha, "train/entropy": -log_prob.detach().mean(),
+                "train/q_mean": q.detach().mean()}
+
+    def train(self, runner) -> None:
+        c = self.config
+        buffer = self.buffer = ReplayBuffer(
+            c.buffer_size, self.observation_space.shape, observation_storage_dtype(self.observation_space),
+            action_shape=(int(np.prod(self.action_space.shape)),), action_dtype=np.float32, device=self.device)
+        # a resumed run starts its envs from a fresh seed, not the episodes it has already played
+        envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
+        observations, _ = envs.reset(seed=self.seed + self.steps_done)
+        episode_returns = np.zeros(c.num_envs)
+        episode_lengths = np.zeros(c.num_envs, dtype=np.int64)
+        learning_starts = min(max(c.learning_starts, c.batch_size), c.buffer_size)
+        try:
+            while True:
+                if len(buffer) < learning_starts:  # warm start: uniform random actions
+                    actions = self.rng.uniform(-1.0, 1.0, size=(c.num_envs, buffer.actions.shape[1]))
+                    actions = actions.astype(np.float32)
+                else:
+                    actions = self.act_unit(observations, deterministic=False)
+                next_observations, rewards, terminated, truncated, infos = envs.step(self.scaler.to_env(actions))
+                done = terminated | truncated
+                buffer.add(observations, actions, rewards, real_next_observations(next_observations, done, infos),
+                           terminated)
+                self.normalizers.observe(observations, rewards, done)
+                observations = next_observations
+
+                episode_returns += rewards
+                episode_lengths += 1
+                for i in np.flatnonzero(done):
+                    runner.episode(episode_returns[i], episode_lengths[i])
+                    episode_returns[i], episode_lengths[i] = 0.0, 0
+
+                before = self.steps_done
+                keep_going = runner.advance(c.num_envs)
+                if len(buffer) >= learning_starts and crossed(before, self.steps_done, c.train_frequency):
+                    for _ in range(c.gradient_steps):
+                        runner.record(self.update(buffer.sample(c.batch_size, self.rng)))
+                if not keep_going:
+                    return
+        finally:
+            envs.close()
+
+    def extra_state(self) -> dict:
+        return {"updates": self.updates, "normalizers": self.normalizers.state()}
+
+    def load_extra_state(self, state: dict) -> None:
+        self.updates = int(state.get("updates", 0))
+        self.normalizers.load_state(state.get("normalizers") or {})
+
+
+register(AlgorithmSpec(
+    name="sac",
+    family="Actor-critic (off-policy)",
+    description="Soft Actor-Critic: squashed Gaussian actor, twin Q critics, automatic entropy tuning "
+                "(Haarnoja et al. 2018).",
+    config_class=SACConfig,
+    agent_class=SAC,
+    observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"),
+    action_spaces=("Box",),
+    check_env=check_continuous_env,
+))

@@ -1,0 +1,190 @@
+"""Parts shared by the continuous-control actor-critics (SAC, DDPG, TD3).
+
+Actions are learned in [-1, 1] and rescaled to the env's Box bounds at the boundary
+(ALGORITHMS.md, P5 and the DDPG/TD3 checklist); critics are an ensemble of Q-networks evaluated with
+one batched matrix product per layer, so twin Q costs one forward pass, not two.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from trainer.networks import ObservationEncoder
+from trainer.running_mean_std import ReturnScaler, RunningMeanStd
+
+
+def action_bounds_problem(action_space) -> str | None:
+    """Why a Box action space cannot be rescaled to [-1, 1], or None when it can."""
+    if not isinstance(action_space, spaces.Box):
+        return None
+    if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+        return "this algorithm needs Box actions with finite bounds (it rescales them to [-1, 1])"
+    if np.any(action_space.high <= action_space.low):
+        return "every action dimension needs high > low"
+    return None
+
+
+class ActionScaler:
+    """Maps actions between [-1, 1] (what the networks produce) and the env's bounds."""
+
+    def __init__(self, action_space: spaces.Box):
+        self.shape = action_space.shape
+        self.low = action_space.low.astype(np.float64).reshape(-1)
+        self.high = action_space.high.astype(np.float64).reshape(-1)
+        self.dtype = action_space.dtype
+
+    def to_env(self, actions: np.ndarray) -> np.ndarray:
+        actions = np.clip(actions, -1.0, 1.0)  # noise may push past the bounds: clip, as ClipAction would
+        scaled = self.low + (actions + 1.0) * 0.5 * (self.high - self.low)
+        return scaled.reshape((len(actions), *self.shape)).astype(self.dtype)
+
+    def from_env(self, actions: np.ndarray) -> np.ndarray:
+        flat = np.asarray(actions, dtype=np.float64).reshape(len(actions), -1)
+        return (2.0 * (flat - self.low) / (self.high - self.low) - 1.0).astype(np.float32)
+
+
+class EnsembleLinear(nn.Module):
+    """`size` independent linear layers applied with one batched matmul: [E, B, in] -> [E, B, out]."""
+
+    def __init__(self, size: int, in_features: int, out_features: int):
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_features)  # nn.Linear's default initialisation, per member
+        self.weight = nn.Parameter(torch.empty(size, in_features, out_features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(size, 1, out_features).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class QEnsemble(nn.Module):
+    """`num_q` critics Q_i(s, a) over one observation encoder; forward returns [num_q, batch]."""
+
+    def __init__(self, observation_space, action_size: int, hidden_layers: tuple[int, ...], num_q: int):
+        super().__init__()
+        self.num_q = num_q
+        self.encoder = ObservationEncoder(observation_space)
+        sizes = [self.encoder.output_size + action_size, *hidden_layers, 1]
+        self.layers = nn.ModuleList(EnsembleLinear(num_q, a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+
+    def forward(self, observations: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([self.encoder(observations), actions], dim=1)
+        x = x.unsqueeze(0).expand(self.num_q, -1, -1)
+        for layer in self.layers[:-1]:
+            x = torch.relu(layer(x))
+        return self.layers[-1](x).squeeze(-1)
+
+
+@contextlib.contextmanager
+def frozen(module: nn.Module):
+    """Forward passes inside build no graph towards `module`'s parameters (the actor's loss goes
+    through the critic without training it)."""
+    parameters = [p for p in module.parameters() if p.requires_grad]
+    for p in parameters:
+        p.requires_grad_(False)
+    try:
+        yield module
+    finally:
+        for p in parameters:
+            p.requires_grad_(True)
+
+
+@torch.no_grad()
+def polyak_update(target: list[torch.Tensor], source: list[torch.Tensor], tau: float) -> None:
+    """target <- (1 - tau) * target + tau * source, for every tensor at once."""
+    torch._foreach_lerp_(target, source, tau)
+
+
+class OrnsteinUhlenbeckNoise:
+    """Temporally correlated exploration noise (Lillicrap et al. 2015), one process per sub-env."""
+
+    def __init__(self, num_envs: int, size: int, sigma: float, theta: float = 0.15, dt: float = 1e-2):
+        self.sigma, self.theta, self.dt = sigma, theta, dt
+        self.state = np.zeros((num_envs, size))
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        self.state += (-self.theta * self.state * self.dt
+                       + self.sigma * math.sqrt(self.dt) * rng.standard_normal(self.state.shape))
+        return self.state.copy()
+
+    def reset(self, index: int) -> None:
+        self.state[index] = 0.0
+
+
+def observation_storage_dtype(space) -> np.dtype:
+    """Box float64 observations (MuJoCo) are stored as float32: the networks compute in float32."""
+    if isinstance(space, spaces.Box) and space.dtype == np.float64:
+        return np.dtype(np.float32)
+    return space.dtype
+
+
+class Normalizers:
+    """Optional running observation and reward normalisation for the off-policy actor-critics.
+
+    Replay keeps raw observations and rewards; batches are normalised with the current statistics when
+    sampled (as SB3 does off-policy), and acting normalises with the same statistics, frozen outside
+    training so evaluation sees exactly what the policy was trained on (ALGORITHMS.md, P5).
+    """
+
+    def __init__(self, observation_space, num_envs: int, gamma: float, observations: bool, rewards: bool,
+                 device: torch.device):
+        self.observations = observations and isinstance(observation_space, spaces.Box) \
+            and observation_space.dtype != np.uint8
+        self.rewards = rewards
+        self.device = device
+        self.obs_stats = RunningMeanStd(observation_space.shape) if self.observations else None
+        self.return_scaler = ReturnScaler(num_envs, gamma) if rewards else None
+        self._sync()
+
+    def _sync(self) -> None:
+        if self.observations:
+            self._mean = torch.as_tensor(self.obs_stats.mean, dtype=torch.float32, device=self.device)
+            self._std = torch.as_tensor(np.sqrt(self.obs_stats.var + 1e-8), dtype=torch.float32, device=self.device)
+
+    def observe(self, observations: np.ndarray, rewards: np.ndarray, done: np.ndarray) -> None:
+        """Update the statistics with one vector step (training only)."""
+        if self.observations:
+            self.obs_stats.update(observations)
+            self._sync()
+        if self.rewards:
+            self.return_scaler.update(rewards, done)
+
+    def obs(self, observations: torch.Tensor) -> torch.Tensor:
+        if not self.observations:
+            return observations
+        return ((observations.float() - self._mean) / self._std).clamp_(-10.0, 10.0)
+
+    def reward_scale(self) -> float:
+        return float(1.0 / np.sqrt(self.return_scaler.stats.var + 1e-8)) if self.rewards else 1.0
+
+    def state(self) -> dict:
+        return {"observations": self.obs_stats.state() if self.observations else None,
+                "returns": self.return_scaler.stats.state() if self.rewards else None}
+
+    def load_state(self, state: dict) -> None:
+        if self.observations and state.get("observations"):
+            self.obs_stats.load_state(state["observations"])
+            self._sync()
+        if self.rewards and state.get("returns"):
+            self.return_scaler.stats.load_state(state["returns"])
+
+
+def check_continuous_env(config, observation_space, action_space) -> dict[str, str]:
+    """Env-dependent checks for SAC, DDPG and TD3 (the registry already refused non-Box actions)."""
+    problem = action_bounds_problem(action_space)
+    return {"env_id": problem} if problem else {}
+
+
+def real_next_observations(next_observations: np.ndarray, done: np.ndarray, infos: dict) -> np.ndarray:
+    """With SAME_STEP autoreset, a finished sub-env's real last observation is in infos (P2)."""
+    if not done.any():
+        return next_observations
+    real = next_observations.copy()
+    for i in np.flatnonzero(done):
+        real[i] = infos["final_obs"][i]
+    return real
