@@ -1,0 +1,199 @@
+"""SAC, DDPG and TD3: the squashed log-prob, entropy tuning, target smoothing, delayed updates, spaces."""
+
+import importlib.util
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
+
+import trainer
+from trainer.algorithms.ddpg import smoothed_target_actions
+from trainer.algorithms.sac import squashed_gaussian_log_prob
+from trainer.buffers import ReplayBuffer
+from trainer.continuous import ActionScaler
+from trainer.events import ListSink
+
+TINY = {
+    "sac": dict(hidden_layers="32,32", batch_size=32, learning_starts=100, buffer_size=5000),
+    "ddpg": dict(hidden_layers="32,32", batch_size=32, learning_starts=100, buffer_size=5000),
+    "td3": dict(hidden_layers="32,32", batch_size=32, learning_starts=100, buffer_size=5000),
+}
+
+
+@pytest.mark.parametrize("scale", [1.0, 2.0, 0.5])
+def test_squashed_log_prob_matches_the_change_of_variables_reference(scale):
+    torch.manual_seed(0)
+    mean, log_std = torch.randn(1000, 3), torch.randn(1000, 3).clamp(-2, 1)
+    u = mean + log_std.exp() * torch.randn(1000, 3)
+    reference = TransformedDistribution(Normal(mean, log_std.exp()),
+                                        [TanhTransform(), AffineTransform(0.0, scale)])
+    # the reference inverts a = scale tanh(u), which loses precision near +-1: compare where it is exact
+    a = scale * torch.tanh(u)
+    inside = (torch.tanh(u).abs() < 0.999).all(dim=1)
+    expected = reference.log_prob(a).sum(-1)
+    ours = squashed_gaussian_log_prob(u, mean, log_std, scale)
+    assert torch.allclose(ours[inside], expected[inside], atol=1e-3)
+    assert torch.isfinite(squashed_gaussian_log_prob(torch.tensor([[30.0, -30.0, 0.0]]), torch.zeros(1, 3),
+                                                     torch.zeros(1, 3))).all()  # no NaN where tanh saturates
+
+
+def test_squashed_log_prob_matches_a_monte_carlo_histogram_with_bounds_of_two():
+    torch.manual_seed(1)
+    mean, log_std, scale = torch.tensor([0.3]), torch.tensor([-0.5]), 2.0
+    samples = scale * torch.tanh(mean + log_std.exp() * torch.randn(400_000, 1))
+    edges = torch.linspace(-1.8, 1.8, 37)
+    counts = torch.histc(samples, bins=36, min=-1.8, max=1.8)
+    empirical = counts / (len(samples) * (edges[1] - edges[0]))
+    centres = (edges[:-1] + edges[1:]) / 2
+    u = torch.atanh(centres / scale).unsqueeze(1)
+    density = squashed_gaussian_log_prob(u, mean.expand(36, 1), log_std.expand(36, 1), scale).exp()
+    assert torch.allclose(density, empirical, rtol=0.05, atol=0.01)
+    # and it integrates to one over [-scale, scale]
+    grid = torch.linspace(-scale + 1e-4, scale - 1e-4, 20001)
+    full = squashed_gaussian_log_prob(torch.atanh(grid / scale).unsqueeze(1), mean.expand(20001, 1),
+                                      log_std.expand(20001, 1), scale).exp()
+    assert torch.trapezoid(full, grid).item() == pytest.approx(1.0, abs=2e-3)
+
+
+def random_buffer(agent, size=512):
+    buffer = ReplayBuffer(size, agent.observation_space.shape, np.float32,
+                          action_shape=agent.action_space.shape, action_dtype=np.float32)
+    rng = np.random.default_rng(0)
+    buffer.add(rng.standard_normal((size, *agent.observation_space.shape)),
+               rng.uniform(-1, 1, (size, *agent.action_space.shape)), rng.standard_normal(size),
+               rng.standard_normal((size, *agent.observation_space.shape)), np.zeros(size))
+    return buffer
+
+
+@pytest.mark.parametrize("target_entropy, direction", [("5", 1), ("-20", -1)])
+def test_entropy_tuning_raises_alpha_below_the_target_entropy_and_lowers_it_above(target_entropy, direction):
+    agent = trainer.make("sac", "Pendulum-v1", seed=0, target_entropy=target_entropy, alpha=0.5, **TINY["sac"])
+    buffer = random_buffer(agent)
+    alphas = [agent.update(buffer.sample(32, agent.rng))["train/alpha"].item() for _ in range(30)]
+    assert alphas[0] == pytest.approx(0.5)
+    assert np.sign(alphas[-1] - alphas[0]) == direction
+    assert all(np.sign(b - a) in (0, direction) for a, b in zip(alphas, alphas[1:]))
+
+
+def test_a_fixed_alpha_stays_fixed():
+    agent = trainer.make("sac", "Pendulum-v1", seed=0, auto_alpha=False, alpha=0.2, **TINY["sac"])
+    buffer = random_buffer(agent)
+    for _ in range(5):
+        metrics = agent.update(buffer.sample(32, agent.rng))
+    assert metrics["train/alpha"].item() == pytest.approx(0.2)
+
+
+def test_target_smoothing_noise_is_per_sample_clipped_and_clamped_to_the_bounds():
+    torch.manual_seed(0)
+    actions = torch.zeros(10_000, 2)
+    smoothed = smoothed_target_actions(actions, noise=0.2, noise_clip=0.5)
+    assert smoothed.std(dim=0).min() > 0.15  # drawn for every sample and dimension, not once per batch
+    assert len(torch.unique(smoothed[:, 0])) > 9_000
+    assert smoothed.abs().max() <= 0.5 + 1e-6  # clipped noise
+    edge = smoothed_target_actions(torch.ones(10_000, 2), noise=0.2, noise_clip=0.5)
+    assert edge.max() <= 1.0 and edge.min() >= 0.5  # clamped to the bounds after the noise
+    # in env units the noise scales with each dimension's range (Pendulum: +-2, so std about 0.4)
+    scaler = ActionScaler(trainer.make("td3", "Pendulum-v1", **TINY["td3"]).action_space)
+    env_noise = scaler.to_env(smoothed[:, :1].numpy()) - scaler.to_env(np.zeros((10_000, 1)))
+    assert np.std(env_noise) == pytest.approx(2 * smoothed[:, 0].std().item(), rel=1e-3)
+    assert 0.3 < np.std(env_noise) < 0.45
+
+
+def test_td3_updates_the_actor_and_targets_every_second_critic_update():
+    agent = trainer.make("td3", "Pendulum-v1", seed=0, **TINY["td3"])
+    assert agent.config.twin_q and agent.config.delay_policy_update == 2 and agent.config.target_noise == 0.2
+    buffer = random_buffer(agent)
+    actor_before = [p.detach().clone() for p in agent.actor.parameters()]
+    target_before = [p.detach().clone() for p in agent.target_critic.parameters()]
+    agent.update(buffer.sample(32, agent.rng))  # first critic update: no actor or target update
+    assert all(torch.equal(a, b) for a, b in zip(actor_before, agent.actor.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(target_before, agent.target_critic.parameters()))
+    agent.update(buffer.sample(32, agent.rng))
+    assert not all(torch.equal(a, b) for a, b in zip(actor_before, agent.actor.parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(target_before, agent.target_critic.parameters()))
+    for _ in range(8):
+        agent.update(buffer.sample(32, agent.rng))
+    assert (agent.critic_updates, agent.actor_updates) == (10, 5)
+
+
+def test_ddpg_has_one_critic_no_smoothing_and_updates_the_actor_every_time():
+    agent = trainer.make("ddpg", "Pendulum-v1", seed=0, **TINY["ddpg"])
+    assert agent.critic.num_q == 1 and agent.config.target_noise == 0
+    buffer = random_buffer(agent)
+    for _ in range(4):
+        agent.update(buffer.sample(32, agent.rng))
+    assert (agent.critic_updates, agent.actor_updates) == (4, 4)
+
+
+@pytest.mark.parametrize("algorithm", ["sac", "ddpg", "td3"])
+def test_it_refuses_discrete_actions_with_a_clear_message(algorithm):
+    with pytest.raises(trainer.ConfigError) as error:
+        trainer.validate(algorithm, "CartPole-v1", {})
+    assert "needs Box actions" in error.value.errors["env_id"]
+
+
+def test_actions_are_rescaled_from_unit_range_to_the_env_bounds():
+    from gymnasium import spaces
+
+    scaler = ActionScaler(spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 10.0], np.float32)))
+    unit = np.array([[-1.0, -1.0], [0.0, 0.0], [1.0, 1.0], [5.0, -5.0]])
+    assert scaler.to_env(unit).tolist() == [[-2, 0], [0, 5], [2, 10], [2, 0]]
+    assert np.allclose(scaler.from_env(scaler.to_env(unit[:3])), unit[:3])
+
+
+@pytest.mark.parametrize("algorithm", ["sac", "ddpg", "td3"])
+def test_it_trains_saves_loads_with_the_same_actions_and_evaluates(algorithm, tmp_path):
+    agent = trainer.make(algorithm, "Pendulum-v1", seed=1, **TINY[algorithm])
+    summary = agent.learn(300, checkpoint_dir=tmp_path, eval_episodes=1)
+    assert summary["status"] == "succeeded" and summary["steps"] == 300
+    loaded = trainer.load(tmp_path / "final.zip")
+    observations = np.stack([agent.observation_space.sample() for _ in range(20)])
+    assert np.array_equal(agent.act(observations, True), loaded.act(observations, True))
+    assert loaded.steps_done == 300 and np.isfinite(loaded.evaluate(1)["mean"])
+
+
+def test_normalisation_statistics_round_trip_through_the_checkpoint(tmp_path):
+    agent = trainer.make("td3", "Pendulum-v1", seed=0, normalize_observation=True, normalize_reward=True,
+                         **TINY["td3"])
+    agent.learn(200, checkpoint_dir=tmp_path, eval_episodes=0)
+    loaded = trainer.load(tmp_path / "final.zip")
+    assert loaded.normalizers.state() == agent.normalizers.state()
+    assert agent.normalizers.obs_stats.count > 100
+    observations = np.stack([agent.observation_space.sample() for _ in range(10)])
+    assert np.array_equal(agent.act(observations, True), loaded.act(observations, True))
+
+
+@pytest.mark.parametrize("algorithm", ["sac", "td3"])
+def test_the_same_seed_gives_identical_metrics(algorithm):
+    def metrics():
+        sink = ListSink()
+        trainer.make(algorithm, "Pendulum-v1", seed=3, **TINY[algorithm]).learn(300, sink=sink, eval_episodes=1,
+                                                                                log_interval=100)
+        return [(e["kind"], e["step"], e["values"]) for e in sink.events if e["kind"] not in ("time", "finished")]
+
+    first, second = metrics(), metrics()
+    assert first == second
+    assert any(kind == "train" and "train/critic_loss" in values for kind, _, values in first)
+
+
+def test_sac_reports_alpha_entropy_and_both_losses():
+    sink = ListSink()
+    trainer.make("sac", "Pendulum-v1", seed=0, **TINY["sac"]).learn(300, sink=sink, eval_episodes=0,
+                                                                       log_interval=100)
+    keys = set().union(*(e["values"] for e in sink.of_kind("train")))
+    assert {"train/actor_loss", "train/critic_loss", "train/alpha", "train/entropy"} <= keys
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mujoco") is None,
+                    reason="gymnasium[mujoco] is not installed (pip install 'gymnasium[mujoco]==1.4.0')")
+@pytest.mark.parametrize("algorithm", ["sac", "td3"])
+def test_it_trains_a_few_thousand_steps_on_a_mujoco_task(algorithm):
+    agent = trainer.make(algorithm, "HalfCheetah-v5", seed=0, hidden_layers="32,32", batch_size=32,
+                         learning_starts=1000, train_frequency=4, normalize_observation=True,
+                         **({"gradient_steps": 1} if algorithm == "sac" else {"num_updates_per_iter": 1}))
+    summary = agent.learn(2000, eval_episodes=0)
+    assert summary["steps"] == 2000
+    assert agent.action_space.shape == (6,) and len(agent.buffer) == 2000
+    assert math.isfinite(agent.evaluate(1)["mean"])

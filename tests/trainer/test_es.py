@@ -1,0 +1,88 @@
+"""Evolution Strategies: the gradient estimate, fitness shaping, the update, parallel workers."""
+
+import numpy as np
+import pytest
+
+import trainer
+from trainer.algorithms.es import centered_ranks, es_gradient, perturbation
+from trainer.events import ListSink
+
+
+def quadratic(theta, optimum):
+    return -float(np.sum((theta - optimum) ** 2))
+
+
+def test_the_antithetic_gradient_estimate_matches_finite_differences_on_a_quadratic():
+    rng = np.random.default_rng(0)
+    theta, optimum, sigma = rng.standard_normal(5), rng.standard_normal(5), 0.1
+    seeds = np.arange(4000)
+    fitness = np.array([[quadratic(theta + sigma * perturbation(s, 5), optimum),
+                         quadratic(theta - sigma * perturbation(s, 5), optimum)] for s in seeds])
+    estimate = es_gradient(fitness, seeds, 5, sigma)
+    step = 1e-5
+    finite = np.array([(quadratic(theta + step * e, optimum) - quadratic(theta - step * e, optimum)) / (2 * step)
+                       for e in np.eye(5)])
+    assert np.allclose(estimate, finite, atol=0.1 * np.linalg.norm(finite))
+    assert estimate @ finite / (np.linalg.norm(estimate) * np.linalg.norm(finite)) > 0.99
+
+
+def test_centered_ranks_span_minus_half_to_half_in_the_order_of_the_returns():
+    ranks = centered_ranks(np.array([[10.0, -3.0], [7.0, 100.0]]))
+    assert np.allclose(ranks, [[1 / 6, -0.5], [-1 / 6, 0.5]])
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_the_update_increases_fitness_on_a_quadratic(optimizer):
+    agent = trainer.make("es", "CartPole-v1", seed=0, hidden_layers="", sigma=0.05, learning_rate=0.05,
+                         optimizer=optimizer, l2_coeff=0.0, num_agents=40)
+    optimum = np.linspace(-1, 1, agent.theta().size)
+    start = quadratic(agent.theta(), optimum)
+    for _ in range(30):
+        theta, seeds = agent.theta(), agent.rng.integers(0, 2**31 - 1, size=20)
+        fitness = np.array([[quadratic(theta + 0.05 * perturbation(s, theta.size), optimum),
+                             quadratic(theta - 0.05 * perturbation(s, theta.size), optimum)] for s in seeds])
+        agent.update(fitness, seeds)
+    assert quadratic(agent.theta(), optimum) > start + 0.5 * abs(start)
+
+
+def test_num_agents_must_be_even():
+    with pytest.raises(trainer.ConfigError) as error:
+        trainer.validate("es", "CartPole-v1", {"num_agents": 7})
+    assert "antithetic" in error.value.errors["num_agents"]
+
+
+def test_it_trains_reports_the_population_saves_loads_and_evaluates(tmp_path):
+    sink = ListSink()
+    agent = trainer.make("es", "CartPole-v1", seed=0, num_agents=6, num_workers=1, hidden_layers="8",
+                         normalize_observation=True)
+    summary = agent.learn(500, sink=sink, checkpoint_dir=tmp_path, eval_episodes=1)
+    assert summary["status"] == "succeeded" and summary["steps"] >= 500
+    train = [e["values"] for e in sink.of_kind("train")]
+    assert all(v["train/population_return_max"] >= v["train/population_return_mean"] for v in train)
+    assert len(sink.of_kind("episode")) == 6 * agent.iterations
+    loaded = trainer.load(tmp_path / "final.zip")
+    assert loaded.extra_state() == agent.extra_state() and loaded.obs_stats.count > 100
+    observations = np.stack([agent.observation_space.sample() for _ in range(20)])
+    assert np.array_equal(agent.act(observations, True), loaded.act(observations, True))
+    assert loaded.evaluate(1)["mean"] > 0
+
+
+def test_worker_processes_give_the_same_run_as_the_learner_alone():
+    def metrics(workers):
+        sink = ListSink()
+        trainer.make("es", "CartPole-v1", seed=2, num_agents=4, num_workers=workers, hidden_layers="8").learn(
+            300, sink=sink, eval_episodes=1)
+        return [(e["kind"], e["step"], e["values"]) for e in sink.events
+                if e["kind"] not in ("started", "time", "finished")]
+
+    alone = metrics(1)
+    assert alone == metrics(1)  # the same seed gives identical metrics
+    assert alone == metrics(2)
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "FrozenLake-v1"])
+def test_it_works_with_box_actions_and_discrete_observations(env_id):
+    agent = trainer.make("es", env_id, seed=0, num_agents=2, num_workers=1, hidden_layers="4")
+    assert agent.learn(100, eval_episodes=0)["steps"] >= 100
+    action = agent.predict(agent.observation_space.sample())
+    assert agent.action_space.contains(np.asarray(action, dtype=agent.action_space.dtype))
