@@ -52,3 +52,33 @@ def test_one_update_is_one_full_batch_gradient_step_on_n_step_returns():
     agent.optimizer.step = lambda *a, **k: steps.append(agent.steps_done) or original(*a, **k)
     agent.learn(40, eval_episodes=0)
     assert steps == [10, 20, 30, 40]  # every n_steps x num_envs env steps
+
+
+def test_a2c_takes_the_same_gradient_as_ppo_with_one_full_batch_epoch():
+    """ALGORITHMS.md's cross-check: A2C is PPO with one epoch over the whole rollout (the ratio is then 1,
+    so clipping does nothing) and lambda = 1 (GAE's returns are the n-step returns)."""
+    from trainer.envs import make_vector_env
+    from trainer.runner import Runner
+
+    settings = dict(num_envs=2, n_steps=8, hidden_layers="16", gamma=0.9, max_grad_norm=0.5)
+    a2c = trainer.make("a2c", "CartPole-v1", seed=0, critic_beta=0.5, entropy_beta=0.0, **settings)
+    ppo = trainer.make("ppo", "CartPole-v1", seed=1, batch_size=16, n_epochs=1, gae_lambda=1.0, value_coef=0.5,
+                       entropy_coef=0.0, normalize_advantage=False, **settings)
+    ppo.network.load_state_dict(a2c.network.state_dict())
+    runner = Runner(a2c, end_step=10_000)
+    runner._started = runner._next_time_event = runner._next_stop_poll = 0.0
+    runner._last_time_event = (0.0, 0)
+    envs = make_vector_env("CartPole-v1", 2, seed=0)
+    buffer = a2c.new_buffer(8, 2)
+    observations, _ = envs.reset(seed=0)
+    _, last_values, _ = a2c.collect(runner, envs, buffer, observations)
+    envs.close()
+    for agent in (a2c, ppo):
+        agent.optimizer.step = lambda *args, **kwargs: None  # keep the gradients, move nothing
+    buffer.compute_n_step_returns(last_values[:, 0], 0.9)
+    a2c.update(buffer, 0.0)
+    buffer.compute_advantages(last_values[:, 0], 0.9, 1.0)
+    ppo.update(buffer, 0.0)
+    for mine, theirs in zip(a2c.network.parameters(), ppo.network.parameters()):
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-6)
+    assert any(p.grad.abs().sum() > 0 for p in a2c.network.parameters())
