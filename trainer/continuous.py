@@ -16,7 +16,7 @@ from gymnasium import spaces
 from torch import nn
 
 from trainer.networks import ObservationEncoder
-from trainer.running_mean_std import ReturnScaler, RunningMeanStd
+from trainer.normalization import RewardNormalizer, RunningMeanStd
 
 
 def action_bounds_problem(action_space) -> str | None:
@@ -128,7 +128,8 @@ class Normalizers:
 
     Replay keeps raw observations and rewards; batches are normalised with the current statistics when
     sampled (as SB3 does off-policy), and acting normalises with the same statistics, frozen outside
-    training so evaluation sees exactly what the policy was trained on (ALGORITHMS.md, P5).
+    training so evaluation sees exactly what the policy was trained on (ALGORITHMS.md, P5). The
+    statistics are `trainer.normalization`'s, shared with the on-policy algorithms.
     """
 
     def __init__(self, observation_space, num_envs: int, gamma: float, observations: bool, rewards: bool,
@@ -138,7 +139,7 @@ class Normalizers:
         self.rewards = rewards
         self.device = device
         self.obs_stats = RunningMeanStd(observation_space.shape) if self.observations else None
-        self.return_scaler = ReturnScaler(num_envs, gamma) if rewards else None
+        self.reward_normalizer = RewardNormalizer(num_envs, gamma) if rewards else None
         self._sync()
 
     def _sync(self) -> None:
@@ -152,7 +153,7 @@ class Normalizers:
             self.obs_stats.update(observations)
             self._sync()
         if self.rewards:
-            self.return_scaler.update(rewards, done)
+            self.reward_normalizer.normalize(rewards, done, update=True)
 
     def obs(self, observations: torch.Tensor) -> torch.Tensor:
         if not self.observations:
@@ -160,18 +161,21 @@ class Normalizers:
         return ((observations.float() - self._mean) / self._std).clamp_(-10.0, 10.0)
 
     def reward_scale(self) -> float:
-        return float(1.0 / np.sqrt(self.return_scaler.stats.var + 1e-8)) if self.rewards else 1.0
+        """Rewards sampled from replay are multiplied by this (the mean is not subtracted)."""
+        if not self.rewards:
+            return 1.0
+        return float(1.0 / np.sqrt(self.reward_normalizer.stats.var + self.reward_normalizer.epsilon))
 
     def state(self) -> dict:
-        return {"observations": self.obs_stats.state() if self.observations else None,
-                "returns": self.return_scaler.stats.state() if self.rewards else None}
+        return {"observations": self.obs_stats.state_dict() if self.observations else None,
+                "returns": self.reward_normalizer.stats.state_dict() if self.rewards else None}
 
     def load_state(self, state: dict) -> None:
         if self.observations and state.get("observations"):
-            self.obs_stats.load_state(state["observations"])
+            self.obs_stats.load_state_dict(state["observations"])
             self._sync()
         if self.rewards and state.get("returns"):
-            self.return_scaler.stats.load_state(state["returns"])
+            self.reward_normalizer.stats.load_state_dict(state["returns"])
 
 
 def check_continuous_env(config, observation_space, action_space) -> dict[str, str]:

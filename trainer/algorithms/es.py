@@ -29,7 +29,7 @@ from trainer.envs import make_env, space_from_json, space_to_json
 from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, register
-from trainer.running_mean_std import RunningMeanStd
+from trainer.normalization import RunningMeanStd
 
 
 @dataclass
@@ -161,11 +161,8 @@ def _rollouts(theta: np.ndarray, obs_mean, obs_std, env_seed: int, episodes: int
         returns.append(total)
         lengths.append(length)
         observation, _ = env.reset()
-    moments = None
-    if observed:
-        batch = np.stack(observed)
-        moments = (batch.mean(axis=0), batch.var(axis=0), len(batch))
-    return {"returns": returns, "lengths": lengths, "moments": moments}
+    observations = np.stack(observed).astype(np.float32) if observed else None
+    return {"returns": returns, "lengths": lengths, "observations": observations}
 
 
 def _evaluate_pair(task: tuple) -> tuple[dict, dict]:
@@ -257,8 +254,8 @@ class EvolutionStrategies(Agent):
                     for episode_return, length in zip(candidate["returns"], candidate["lengths"]):
                         runner.episode(episode_return, length)
                         steps += length
-                    if candidate["moments"] is not None:  # merged in task order: the same for any worker count
-                        self.obs_stats.update_from_moments(*candidate["moments"])
+                    if candidate["observations"] is not None:  # merged in task order: any worker count
+                        self.obs_stats.update(candidate["observations"])
                 gradient = self.update(fitness, seeds)
                 runner.record({"train/population_return_mean": float(fitness.mean()),
                                "train/population_return_max": float(fitness.max()),
@@ -274,12 +271,12 @@ class EvolutionStrategies(Agent):
             _WORKER.clear()
 
     def extra_state(self) -> dict:
-        return {"iterations": self.iterations, "observations": self.obs_stats.state() if self.normalize else None}
+        return {"iterations": self.iterations, "observations": self.obs_stats.state_dict() if self.normalize else None}
 
     def load_extra_state(self, state: dict) -> None:
         self.iterations = int(state.get("iterations", 0))
         if self.normalize and state.get("observations"):
-            self.obs_stats.load_state(state["observations"])
+            self.obs_stats.load_state_dict(state["observations"])
 
 
 register(AlgorithmSpec(
