@@ -49,10 +49,11 @@ class ActorCritic(nn.Module):
         # the layers run as plain function calls: nn.Module calls cost a third of a small MLP's forward
         self._activation = ACTIVATION_FUNCTIONS[activation]
         self._actor_layers = [layer for layer in self.actor_body if isinstance(layer, nn.Linear)]
-        self._critic_layers = [layer for layer in (self.critic_body or self.actor_body) if isinstance(layer, nn.Linear)]
+        critic_body = self.actor_body if self.critic_body is None else self.critic_body
+        self._critic_layers = [layer for layer in critic_body if isinstance(layer, nn.Linear)]
         if orthogonal_init:
             # CleanRL / SB3: sqrt(2) for hidden layers, 0.01 for the policy output, 1 for the value output
-            for layer in [*self.actor_body, *(self.critic_body or [])]:
+            for layer in [*self.actor_body, *(self.critic_body if self.critic_body is not None else [])]:
                 if isinstance(layer, nn.Linear):
                     nn.init.orthogonal_(layer.weight, np.sqrt(2))
                     nn.init.zeros_(layer.bias)

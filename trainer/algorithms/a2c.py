@@ -102,7 +102,7 @@ class A2C(PolicyGradientAgent):
         if c.normalize_advantage and len(advantages) > 1:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         policy_loss = -(advantages * log_probs).mean()
-        value_loss = ((batch.returns - values[:, 0]) ** 2).mean()
+        value_loss = ((batch.returns - values.squeeze(-1)) ** 2).mean()
         entropy = distribution.entropy().mean()
         loss = policy_loss + c.critic_beta * value_loss - c.entropy_beta * entropy
         self.actor_flat.zero_grad()

@@ -135,7 +135,7 @@ class PPO(PolicyGradientAgent):
             log_probs = distribution.log_prob(batch.actions)
             # advantages come normalised per minibatch, if asked (a batch of one is left alone: SB3 #325)
             policy_loss, log_ratio = clipped_surrogate_loss(log_probs, batch.log_probs, batch.advantages, clip_range)
-            v_loss = value_loss(values[:, 0], batch.values, batch.returns,
+            v_loss = value_loss(values.squeeze(-1), batch.values, batch.returns,
                                 c.value_clip_range if c.clip_value_loss else None)
             loss = policy_loss + c.value_coef * v_loss
             entropy = distribution.entropy().mean() if c.entropy_coef > 0 else None
