@@ -113,7 +113,11 @@ def evolution_strategies(seeds: int) -> None:
 
 # --- speed against stable-baselines3 -----------------------------------------------------------------
 
+DEFAULT_THREADS = torch.get_num_threads()  # what a library gets when it does not choose
+
+
 def _ours(algorithm: str, steps: int, seed: int, settings: dict) -> tuple[float, float]:
+    torch.set_num_threads(1)  # as the CLI and the worker run training
     agent = trainer.make(algorithm, "Pendulum-v1", seed=seed, device="cpu", **settings)
     started = time.perf_counter()
     agent.learn(steps, eval_episodes=0)
@@ -121,7 +125,7 @@ def _ours(algorithm: str, steps: int, seed: int, settings: dict) -> tuple[float,
     return rate, agent.evaluate(10, seed=10_000 + seed)["mean"]
 
 
-def _theirs(algorithm: str, steps: int, seed: int, settings: dict) -> tuple[float, float]:
+def _theirs(algorithm: str, steps: int, seed: int, settings: dict, threads: int) -> tuple[float, float]:
     from stable_baselines3 import SAC, TD3
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.noise import NormalActionNoise
@@ -136,6 +140,7 @@ def _theirs(algorithm: str, steps: int, seed: int, settings: dict) -> tuple[floa
     else:
         model = TD3("MlpPolicy", "Pendulum-v1", action_noise=NormalActionNoise(np.zeros(1), 0.1 * 2 * np.ones(1)),
                     **common)
+    torch.set_num_threads(threads or DEFAULT_THREADS)
     started = time.perf_counter()
     model.learn(steps)
     rate = steps / (time.perf_counter() - started)
@@ -145,7 +150,7 @@ def _theirs(algorithm: str, steps: int, seed: int, settings: dict) -> tuple[floa
     return rate, float(mean)
 
 
-def speed(repeats: int, steps: int) -> None:
+def speed(repeats: int, steps: int, sb3_threads: int) -> None:
     # the same settings on both sides: our defaults (the zoo's Pendulum settings), a shorter warm start
     # so most steps include an update; SB3's TD3 noise std is in env units (0.1 of the half-range = 0.2)
     settings = {
@@ -158,12 +163,13 @@ def speed(repeats: int, steps: int) -> None:
         ratios = []
         for repeat in range(repeats):  # interleaved: ours, theirs, ours, theirs
             ours, our_return = _ours(algorithm, steps, repeat, setting)
-            theirs, their_return = _theirs(algorithm, steps, repeat, setting)
+            theirs, their_return = _theirs(algorithm, steps, repeat, setting, sb3_threads)
             ratios.append(ours / theirs)
             print(f"{algorithm} run {repeat}: ours {ours:.1f} steps/s (eval {our_return:.1f}), stable-baselines3 "
                   f"{theirs:.1f} steps/s (eval {their_return:.1f}), ratio {ours / theirs:.2f}", flush=True)
-        print(f"== {algorithm} speed ratio (ours / stable-baselines3) over {repeats} interleaved pairs of {steps} "
-              f"steps: {', '.join(f'{r:.2f}' for r in ratios)}; median {np.median(ratios):.2f}", flush=True)
+        print(f"== {algorithm} speed ratio (ours at 1 thread / stable-baselines3 at {sb3_threads or DEFAULT_THREADS} "
+              f"threads) over {repeats} interleaved pairs of {steps} steps: {', '.join(f'{r:.2f}' for r in ratios)}; "
+              f"median {np.median(ratios):.2f}", flush=True)
 
 
 def main() -> None:
@@ -172,11 +178,13 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=2, help="interleaved speed pairs per algorithm")
     parser.add_argument("--speed-steps", type=int, default=3_000)
+    parser.add_argument("--sb3-threads", type=int, default=1,
+                        help="torch threads for stable-baselines3 (0: torch's default, one per core)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     jobs = {"pendulum": lambda: pendulum(args.seeds), "mcc": lambda: mountain_car_continuous(args.seeds),
             "qlearning": lambda: qlearning(args.seeds), "es": lambda: evolution_strategies(args.seeds),
-            "speed": lambda: speed(args.repeats, args.speed_steps)}
+            "speed": lambda: speed(args.repeats, args.speed_steps, args.sb3_threads)}
     for name, job in jobs.items():
         if args.what in (name, "all"):
             job()
