@@ -15,11 +15,22 @@ from trainer.params import ConfigError
 
 @functools.cache
 def _register_atari() -> None:
+    """Register the ALE ids and rlweb's own envs (once)."""
+    gym.register("rlweb/CartPoleNoVelocity-v1", entry_point=cartpole_without_velocity, reward_threshold=475.0)
     try:
         import ale_py
     except ImportError:  # Atari is optional: the wheel may be missing on exotic platforms
         return
     gym.register_envs(ale_py)
+
+
+def cartpole_without_velocity(**kwargs) -> gym.Env:
+    """CartPole-v1 observing only the cart position and pole angle: a partially observed task that
+    needs memory (as RLlib's StatelessCartPole)."""
+    env = gym.make("CartPole-v1", **kwargs)
+    keep = [0, 2]
+    space = spaces.Box(env.observation_space.low[keep], env.observation_space.high[keep], dtype=np.float32)
+    return gym.wrappers.TransformObservation(env, lambda observation: observation[keep], space)
 
 
 def known_env_ids() -> list[str]:
