@@ -29,6 +29,9 @@ class Experiment(models.Model):
     eval_interval = models.PositiveIntegerField(default=0, help_text="Env steps between evaluations (0: off).")
     eval_episodes = models.PositiveIntegerField(default=5)
     checkpoint_interval = models.PositiveIntegerField(default=0, help_text="Env steps between checkpoints (0: off).")
+    video_interval = models.PositiveIntegerField(default=0, help_text="Env steps between recorded episodes (0: off).")
+    description = models.TextField(blank=True)
+    tags = models.JSONField(default=list, blank=True, help_text="Short labels, for filtering.")
     num_seeds = models.PositiveSmallIntegerField(default=1)
     device = models.CharField(max_length=10, choices=Device.choices, default=Device.AUTO)
     created = models.DateTimeField(auto_now_add=True)
@@ -212,6 +215,31 @@ class Checkpoint(models.Model):
         if self.tag == self.Tag.PERIODIC:
             return f"run{self.run_id}-step{self.step}.zip"
         return f"run{self.run_id}-{self.tag}.zip"
+
+
+def video_path(video: "Video", filename: str) -> str:
+    return f"videos/run_{video.run_id}/{filename}"
+
+
+class Video(models.Model):
+    """An evaluation episode the runner recorded as an H.264 mp4."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="videos")
+    step = models.PositiveBigIntegerField()
+    episode_return = models.FloatField(null=True, blank=True)
+    file = models.FileField(upload_to=video_path, max_length=500)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run_id", "-step", "-id"]
+
+    def __str__(self):
+        return f"{self.run} video @ {self.step}"
+
+
+@receiver(post_delete, sender=Video)
+def delete_video_file(sender, instance: Video, **kwargs):
+    instance.file.delete(save=False)
 
 
 @receiver(post_delete, sender=Checkpoint)
