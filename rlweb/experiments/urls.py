@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from rlweb.experiments import views
+from rlweb.experiments import run_views, views
 
 urlpatterns = [
     path("signup/", views.signup, name="signup"),
@@ -10,9 +10,9 @@ urlpatterns = [
     path("", views.experiment_list, name="experiment-list"),
     path("experiments/new/", views.experiment_new, name="experiment-new"),
     path("experiments/<int:experiment_id>/", views.experiment_detail, name="experiment-detail"),
-    path("runs/<int:run_id>/", views.run_detail, name="run-detail"),
+    path("runs/<int:run_id>/", run_views.run_detail, name="run-detail"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
-    path("runs/<int:run_id>/events.json", views.run_events, name="run-events"),
-    path("runs/<int:run_id>/stream", views.run_stream, name="run-stream"),
-    path("checkpoints/<int:checkpoint_id>/download/", views.checkpoint_download, name="checkpoint-download"),
+    path("runs/<int:run_id>/events.json", run_views.run_events, name="run-events"),
+    path("runs/<int:run_id>/stream", run_views.run_stream, name="run-stream"),
+    path("checkpoints/<int:checkpoint_id>/download/", run_views.checkpoint_download, name="checkpoint-download"),
 ]
