@@ -7,12 +7,19 @@ from dataclasses import dataclass
 from trainer.envs import env_spaces, space_name
 from trainer.params import ConfigError, Param, build_config, schema
 
+# The families algorithms are grouped by (the web form's <optgroup>s, `python -m trainer list`), in order
+DQN_FAMILY = "DQN family"
+POLICY_GRADIENT = "Policy gradient"
+CONTINUOUS_CONTROL = "Continuous control"
+CLASSIC = "Classic"
+FAMILIES = (DQN_FAMILY, POLICY_GRADIENT, CONTINUOUS_CONTROL, CLASSIC)
+
 
 @dataclass(frozen=True)
 class AlgorithmSpec:
     name: str
-    family: str
-    description: str
+    family: str  # one of FAMILIES
+    description: str  # one line: what it is, and the paper
     config_class: type
     agent_class: type
     observation_spaces: tuple[str, ...]  # Gymnasium space class names it accepts
@@ -49,6 +56,8 @@ _REGISTRY: dict[str, AlgorithmSpec] = {}
 
 
 def register(spec: AlgorithmSpec) -> AlgorithmSpec:
+    if spec.family not in FAMILIES:
+        raise ValueError(f"{spec.name}: unknown family {spec.family!r}; one of {', '.join(FAMILIES)}")
     _REGISTRY[spec.name] = spec
     return spec
 
@@ -60,6 +69,13 @@ def _load_all() -> None:
 def algorithm_names() -> list[str]:
     _load_all()
     return list(_REGISTRY)
+
+
+def algorithms_by_family() -> list[tuple[str, list[AlgorithmSpec]]]:
+    """The registered algorithms grouped by family, families in FAMILIES order, empty ones left out."""
+    _load_all()
+    groups = [(family, [spec for spec in _REGISTRY.values() if spec.family == family]) for family in FAMILIES]
+    return [(family, specs) for family, specs in groups if specs]
 
 
 def get_spec(name: str) -> AlgorithmSpec:

@@ -21,7 +21,7 @@ from trainer.envs import make_vector_env
 from trainer.networks import parse_hidden_layers
 from trainer.optimizers import RMSpropTFLike
 from trainer.params import param
-from trainer.registry import AlgorithmSpec, register
+from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 
 
 @dataclass
@@ -137,7 +137,7 @@ class A2C(PolicyGradientAgent):
 
 register(AlgorithmSpec(
     name="a2c",
-    family="Policy gradient",
+    family=POLICY_GRADIENT,
     description="Advantage Actor-Critic: n-step returns, synchronous vector envs, RMSprop (Mnih et al. 2016).",
     config_class=A2CConfig,
     agent_class=A2C,

@@ -24,7 +24,7 @@ from trainer.continuous import (ActionScaler, Normalizers, OrnsteinUhlenbeckNois
 from trainer.envs import make_vector_env
 from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers
 from trainer.params import param
-from trainer.registry import AlgorithmSpec, register
+from trainer.registry import AlgorithmSpec, CONTINUOUS_CONTROL, register
 from trainer.schedules import crossed
 
 
@@ -250,7 +250,7 @@ _SPACES = dict(observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBin
 
 register(AlgorithmSpec(
     name="ddpg",
-    family="Actor-critic (off-policy)",
+    family=CONTINUOUS_CONTROL,
     description="Deep Deterministic Policy Gradient: deterministic actor, Q critic, exploration noise "
                 "(Lillicrap et al. 2015).",
     config_class=DDPGConfig,
@@ -261,7 +261,7 @@ register(AlgorithmSpec(
 
 register(AlgorithmSpec(
     name="td3",
-    family="Actor-critic (off-policy)",
+    family=CONTINUOUS_CONTROL,
     description="TD3: DDPG with twin Q, target policy smoothing and delayed policy updates "
                 "(Fujimoto et al. 2018).",
     config_class=DDPGConfig,

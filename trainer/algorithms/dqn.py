@@ -26,7 +26,7 @@ from trainer.buffers import (FrameStackReplayBuffer, PrioritizedFrameStackReplay
 from trainer.envs import finished_episodes, is_atari, make_vector_env
 from trainer.networks import NoisyLinear, ObservationEncoder, mlp, parse_hidden_layers, reset_noise
 from trainer.params import param
-from trainer.registry import AlgorithmSpec, register
+from trainer.registry import AlgorithmSpec, DQN_FAMILY, register
 from trainer.schedules import crossed, linear
 
 
@@ -353,7 +353,6 @@ class DQN(Agent):
             envs.close()
 
 
-VALUE_BASED = "Value-based (DQN family)"
 PRESETS = {
     "dqn": ("Deep Q-Network: replay buffer, target network, epsilon-greedy exploration (Mnih et al. 2015).", ()),
     "double-dqn": ("DQN with double Q-learning targets (van Hasselt et al. 2016).", (("double_q", True),)),
@@ -371,6 +370,6 @@ PRESETS = {
 }
 for _name, (_description, _presets) in PRESETS.items():
     register(AlgorithmSpec(
-        name=_name, family=VALUE_BASED, description=_description, config_class=DQNConfig, agent_class=DQN,
+        name=_name, family=DQN_FAMILY, description=_description, config_class=DQNConfig, agent_class=DQN,
         observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"), action_spaces=("Discrete",),
         presets=_presets))

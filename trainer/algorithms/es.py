@@ -28,7 +28,7 @@ from trainer.agent import Agent
 from trainer.envs import make_env, space_from_json, space_to_json
 from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers
 from trainer.params import param
-from trainer.registry import AlgorithmSpec, register
+from trainer.registry import AlgorithmSpec, CLASSIC, register
 from trainer.normalization import RunningMeanStd
 
 
@@ -281,7 +281,7 @@ class EvolutionStrategies(Agent):
 
 register(AlgorithmSpec(
     name="es",
-    family="Evolution strategies",
+    family=CLASSIC,
     description="OpenAI-style Evolution Strategies: antithetic perturbations, centred-rank fitness, parallel "
                 "workers (Salimans et al. 2017).",
     config_class=ESConfig,

@@ -19,7 +19,7 @@ from trainer.distributions import ACTION_SPACES
 from trainer.envs import make_vector_env
 from trainer.networks import parse_hidden_layers
 from trainer.params import param
-from trainer.registry import AlgorithmSpec, register
+from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 
 SCHEDULES = ("linear", "constant")
 
@@ -191,7 +191,7 @@ def explained_variance(predictions, targets) -> float:
 
 register(AlgorithmSpec(
     name="ppo",
-    family="Policy gradient",
+    family=POLICY_GRADIENT,
     description="Proximal Policy Optimization: clipped surrogate, GAE, minibatch epochs (Schulman et al. 2017).",
     config_class=PPOConfig,
     agent_class=PPO,

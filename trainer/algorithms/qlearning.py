@@ -21,7 +21,7 @@ from torch import nn
 from trainer.agent import Agent
 from trainer.envs import make_vector_env
 from trainer.params import ConfigError, param
-from trainer.registry import AlgorithmSpec, register
+from trainer.registry import AlgorithmSpec, CLASSIC, register
 
 MAX_TABLE_ENTRIES = 50_000_000
 
@@ -236,7 +236,7 @@ class QLearning(Agent):
 
 register(AlgorithmSpec(
     name="qlearning",
-    family="Tabular",
+    family=CLASSIC,
     description="Tabular Q-learning with epsilon-greedy exploration; Box observations binned on a grid.",
     config_class=QLearningConfig,
     agent_class=QLearning,

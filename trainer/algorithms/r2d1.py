@@ -22,7 +22,7 @@ from trainer.buffers import SumTree
 from trainer.envs import finished_episodes, make_env, make_vector_env
 from trainer.networks import ObservationEncoder
 from trainer.params import param
-from trainer.registry import AlgorithmSpec, register
+from trainer.registry import AlgorithmSpec, DQN_FAMILY, register
 from trainer.schedules import crossed, linear
 
 
@@ -75,6 +75,29 @@ def inverse_value_rescale(y: torch.Tensor, epsilon: float) -> torch.Tensor:
     if epsilon == 0:
         return y
     return y.sign() * ((((1 + 4 * epsilon * (y.abs() + 1 + epsilon)).sqrt() - 1) / (2 * epsilon)) ** 2 - 1)
+
+
+def nstep_sequence_targets(rewards, terminated, ended, next_values, gamma: float, n_step: int, first: int,
+                           steps: int) -> torch.Tensor:
+    """n-step returns for steps first..first+steps-1 of time-major sequences [time, batch].
+
+    `next_values[t - first]` is the value of the state after step t. A return sums up to `n_step`
+    discounted rewards and stops after a step that ended its episode: it bootstraps from the state
+    after its last step unless that step was a true termination (a truncated episode bootstraps from
+    its final observation, which the caller put in `next_values`). Never across an episode's end.
+    """
+    window = slice(first, first + steps)
+    alive = torch.ones_like(rewards[window])
+    total, bootstrap, discount = torch.zeros_like(alive), torch.zeros_like(alive), 1.0
+    for j in range(n_step):
+        at = slice(first + j, first + j + steps)
+        ended_here = ended[at].float()
+        total = total + alive * discount * rewards[at]
+        discount *= gamma
+        stops = alive * (ended_here if j < n_step - 1 else 1.0)  # the return's last step
+        bootstrap = bootstrap + stops * discount * (1 - terminated[at]) * next_values[j:j + steps]
+        alive = alive * (1 - ended_here)
+    return total + bootstrap
 
 
 class RecurrentQNetwork(nn.Module):
@@ -254,24 +277,9 @@ class R2D1(Agent):
             next_values = next_target.gather(2, next_online.argmax(dim=2, keepdim=True)).squeeze(2)
             next_values = inverse_value_rescale(next_values, c.value_rescale_epsilon)
 
-        # n-step targets for the trained steps; a window stops after a step that ended its episode
         steps = c.sequence_length
-        target = torch.zeros(steps, c.batch_size, device=self.device)
-        for k in range(steps):
-            t = burn + k
-            discount = torch.ones(c.batch_size, device=self.device)
-            alive = torch.ones(c.batch_size, device=self.device)
-            total = torch.zeros(c.batch_size, device=self.device)
-            bootstrap = torch.zeros(c.batch_size, device=self.device)
-            for j in range(c.n_step):
-                total = total + alive * discount * rewards[t + j]
-                discount = discount * c.gamma
-                stop = alive * (ended[t + j].float() if j < c.n_step - 1 else torch.ones_like(alive))
-                # bootstrap from the state after step t + j, unless it was a true termination
-                bootstrap = bootstrap + stop * discount * (1 - terminated[t + j]) * next_values[t + j - burn]
-                alive = alive * (1 - ended[t + j].float())
-            target[k] = value_rescale(total + bootstrap, c.value_rescale_epsilon)
-
+        returns = nstep_sequence_targets(rewards, terminated, ended, next_values, c.gamma, c.n_step, burn, steps)
+        target = value_rescale(returns, c.value_rescale_epsilon)
         q_taken = online_q[:steps].gather(2, actions[burn:burn + steps].unsqueeze(2)).squeeze(2)
         errors = q_taken - target
         if c.delta_clip > 0:
@@ -335,7 +343,7 @@ class R2D1(Agent):
 
 
 register(AlgorithmSpec(
-    name="r2d1", family="Value-based (DQN family)",
+    name="r2d1", family=DQN_FAMILY,
     description="Recurrent replay DQN: LSTM, stored states, burn-in, value rescaling, double + dueling "
                 "(Kapturowski et al. 2019).",
     config_class=R2D1Config, agent_class=R2D1,

@@ -24,7 +24,7 @@ from trainer.distributions import ACTION_SPACES
 from trainer.envs import finished_episodes, make_vector_env
 from trainer.networks import parse_hidden_layers
 from trainer.params import param
-from trainer.registry import AlgorithmSpec, register
+from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 
 
 @dataclass
@@ -121,7 +121,7 @@ class Reinforce(PolicyGradientAgent):
 
 register(AlgorithmSpec(
     name="reinforce",
-    family="Policy gradient",
+    family=POLICY_GRADIENT,
     description="REINFORCE: Monte-Carlo policy gradient over whole episodes (Williams 1992).",
     config_class=ReinforceConfig,
     agent_class=Reinforce,

@@ -34,7 +34,7 @@ from trainer.envs import finished_episodes, make_vector_env
 from trainer.networks import ObservationEncoder, parse_hidden_layers
 from trainer.normalization import ObservationNormalizer, RewardNormalizer
 from trainer.params import param
-from trainer.registry import AlgorithmSpec, register
+from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 
 RND_OBS_CLIP = 5.0
 
@@ -245,7 +245,7 @@ class RNDPPO(PPO):
 
 register(AlgorithmSpec(
     name="rnd-ppo",
-    family="Policy gradient",
+    family=POLICY_GRADIENT,
     description="PPO with Random Network Distillation: an exploration bonus from a predictor chasing a fixed "
                 "random network (Burda et al. 2018).",
     config_class=RNDPPOConfig,

@@ -23,7 +23,7 @@ from trainer.continuous import (ActionScaler, Normalizers, QEnsemble, check_cont
 from trainer.envs import make_vector_env
 from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers
 from trainer.params import param
-from trainer.registry import AlgorithmSpec, register
+from trainer.registry import AlgorithmSpec, CONTINUOUS_CONTROL, register
 from trainer.schedules import crossed
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as SB3 and Spinning Up
@@ -255,7 +255,7 @@ class SAC(Agent):
 
 register(AlgorithmSpec(
     name="sac",
-    family="Actor-critic (off-policy)",
+    family=CONTINUOUS_CONTROL,
     description="Soft Actor-Critic: squashed Gaussian actor, twin Q critics, automatic entropy tuning "
                 "(Haarnoja et al. 2018).",
     config_class=SACConfig,

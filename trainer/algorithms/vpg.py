@@ -24,7 +24,7 @@ from trainer.algorithms.reinforce import Reinforce, ReinforceConfig
 from trainer.buffers import Episode, discounted_returns
 from trainer.distributions import ACTION_SPACES
 from trainer.params import param
-from trainer.registry import AlgorithmSpec, register
+from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 
 
 @dataclass
@@ -98,7 +98,7 @@ class VPG(Reinforce):
 
 register(AlgorithmSpec(
     name="vpg",
-    family="Policy gradient",
+    family=POLICY_GRADIENT,
     description="Vanilla Policy Gradient: REINFORCE with a baseline and an entropy bonus (Sutton et al. 2000).",
     config_class=VPGConfig,
     agent_class=VPG,
