@@ -4,6 +4,7 @@
     python -m benchmarks dqn --speed         # ours vs SB3, tuned CartPole settings, interleaved
     python -m benchmarks dqn --presets       # env steps to a 475 eval return, each preset, 3 seeds
     python -m benchmarks dqn --memory        # replay bytes per Atari transition
+    python -m benchmarks dqn --recurrent     # r2d1 vs feed-forward DQN on CartPole without velocities
 """
 
 from __future__ import annotations
@@ -32,9 +33,13 @@ class StopWhenSolved(Sink):
     def __init__(self, threshold: float):
         self.threshold = threshold
         self.solved_at: int | None = None
+        self.best = float("-inf")
 
     def emit(self, event: dict) -> None:
-        if event["kind"] == "eval" and event["values"]["eval/return_mean"] >= self.threshold and self.solved_at is None:
+        if event["kind"] != "eval":
+            return
+        self.best = max(self.best, event["values"]["eval/return_mean"])
+        if self.best >= self.threshold and self.solved_at is None:
             self.solved_at = event["step"]
 
     def should_stop(self) -> bool:
@@ -81,20 +86,36 @@ def speed(seeds=(0, 1, 2), total_steps: int = 50_000) -> None:
     print(f"  mean eval return: rlweb {np.mean(returns['rlweb']):.1f}, sb3 {np.mean(returns['sb3']):.1f}")
 
 
-def presets(seeds=(0, 1, 2), budget: int = 100_000, eval_interval: int = 2_500) -> None:
-    print(f"Env steps to a mean eval return >= {SOLVED} on CartPole-v1 (10 episodes every {eval_interval} steps, "
+def steps_to_solve(algorithms, env_id: str, seeds, budget: int, eval_interval: int) -> None:
+    """For each algorithm and seed: the env steps at the first eval with mean return >= SOLVED, or the best."""
+    print(f"Env steps to a mean eval return >= {SOLVED} on {env_id} (10 episodes every {eval_interval} steps, "
           f"budget {budget})")
-    for algorithm in ("dqn", "double-dqn", "dueling-dqn", "noisy-dqn", "nstep-dqn", "per-dqn", "c51", "rainbow"):
-        needed = []
+    for algorithm in algorithms:
+        needed, best = [], []
         for seed in seeds:
             sink = StopWhenSolved(SOLVED)
-            trainer.make(algorithm, "CartPole-v1", seed=seed, **PRESET_OVERRIDES.get(algorithm, {})).learn(
+            started = time.perf_counter()
+            trainer.make(algorithm, env_id, seed=seed, **PRESET_OVERRIDES.get(algorithm, {})).learn(
                 budget, sink=sink, eval_interval=eval_interval, eval_episodes=10)
             needed.append(sink.solved_at)
+            best.append(sink.best)
+            print(f"    {algorithm} seed {seed}: {sink.solved_at or f'>{budget}'} steps, best eval {sink.best:.1f}, "
+                  f"{time.perf_counter() - started:.0f} s", flush=True)
         shown = ", ".join(str(n) if n is not None else f">{budget}" for n in needed)
         solved = [n for n in needed if n is not None]
         median = statistics.median(solved) if len(solved) == len(needed) else None
-        print(f"  {algorithm:>12}: {shown}  (median {median if median is not None else 'n/a'})", flush=True)
+        print(f"  {algorithm:>12}: {shown}  (median {median if median is not None else 'n/a'}; best evals "
+              f"{', '.join(f'{b:.0f}' for b in best)})", flush=True)
+
+
+def presets(seeds=(0, 1, 2), budget: int = 100_000, eval_interval: int = 2_500) -> None:
+    steps_to_solve(("dqn", "double-dqn", "dueling-dqn", "noisy-dqn", "nstep-dqn", "per-dqn", "c51", "rainbow"),
+                   "CartPole-v1", seeds, budget, eval_interval)
+
+
+def recurrent(seeds=(0, 1, 2), budget: int = 60_000, eval_interval: int = 2_500) -> None:
+    """A partially observed task: positions only. A feed-forward DQN cannot infer the velocities."""
+    steps_to_solve(("r2d1", "dqn"), "rlweb/CartPoleNoVelocity-v1", seeds, budget, eval_interval)
 
 
 def memory() -> None:
@@ -111,10 +132,12 @@ def memory() -> None:
 
 def main(options: list[str]) -> None:
     torch.set_num_threads(1)
-    chosen = {o.lstrip("-") for o in options} or {"memory", "speed", "presets"}
+    chosen = {o.lstrip("-") for o in options} or {"memory", "speed", "presets", "recurrent"}
     if "memory" in chosen:
         memory()
     if "speed" in chosen:
         speed()
     if "presets" in chosen:
         presets()
+    if "recurrent" in chosen:
+        recurrent()
