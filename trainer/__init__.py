@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 
 from trainer.checkpoint import CheckpointError, load_checkpoint as load  # noqa: E402
 from trainer.params import ConfigError  # noqa: E402
-from trainer.registry import algorithm_names, get_spec, validate  # noqa: E402
+from trainer.registry import algorithm_names, algorithms_by_family, get_spec, validate  # noqa: E402
 
 
 def make(algorithm: str, env_id: str, seed: int = 0, device: str = "auto", **hyperparameters):
@@ -23,4 +23,5 @@ def make(algorithm: str, env_id: str, seed: int = 0, device: str = "auto", **hyp
     return agent
 
 
-__all__ = ["make", "load", "validate", "algorithm_names", "get_spec", "ConfigError", "CheckpointError"]
+__all__ = ["make", "load", "validate", "algorithm_names", "algorithms_by_family", "get_spec", "ConfigError",
+           "CheckpointError"]

@@ -2,10 +2,14 @@
 
 Each hyperparameter becomes a field `hp_<name>` showing its default, bounds and help. The values are
 checked by `trainer.validate`, the same check the command line and the Python API use, and each
-message it returns is shown next to its field.
+message it returns is shown next to its field. Algorithms are offered grouped by family, with the
+chosen one's description under the list. `ExperimentForm.initial_from` fills the form from an
+existing experiment (clone).
 """
 
 from __future__ import annotations
+
+import re
 
 import trainer
 from django import forms
@@ -18,10 +22,27 @@ from rlweb.experiments.models import Experiment
 HYPERPARAMETER_PREFIX = "hp_"
 DEFAULT_ALGORITHM = "dqn"
 DEFAULT_ENV_ID = "CartPole-v1"
+MAX_TAGS = 8
+TAG = re.compile(r"[A-Za-z0-9_.:+-](?:[A-Za-z0-9_.:+ -]{0,30}[A-Za-z0-9_.:+-])?")  # 1-32 characters
 
 
-def algorithm_choices() -> list[tuple[str, str]]:
-    return [(name, name) for name in trainer.algorithm_names()]
+def algorithm_choices() -> list[tuple[str, list[tuple[str, str]]]]:
+    """The algorithms grouped by family: the select shows one <optgroup> per family."""
+    return [(family, [(spec.name, spec.name) for spec in specs]) for family, specs in trainer.algorithms_by_family()]
+
+
+def parse_tags(text: str) -> list[str]:
+    """"cartpole, baseline ,lr-sweep" -> ["cartpole", "baseline", "lr-sweep"]; repeats (any case) dropped."""
+    tags = []
+    for tag in (part.strip() for part in text.split(",")):
+        if not tag or tag.lower() in (kept.lower() for kept in tags):
+            continue
+        if not TAG.fullmatch(tag):
+            raise forms.ValidationError(f"“{tag[:40]}” is not a tag: up to 32 letters, digits, spaces or - _ . : +.")
+        tags.append(tag)
+    if len(tags) > MAX_TAGS:
+        raise forms.ValidationError(f"At most {MAX_TAGS} tags; this has {len(tags)}.")
+    return tags
 
 
 def default_algorithm() -> str:
@@ -62,13 +83,14 @@ class ExperimentForm(forms.ModelForm):
     class Meta:
         model = Experiment
         fields = ["name", "algorithm", "env_id", "num_seeds", "total_steps", "eval_interval", "eval_episodes",
-                  "checkpoint_interval", "device"]
+                  "checkpoint_interval", "video_interval", "device", "tags", "description"]
         help_texts = {"device": "auto picks the GPU when the worker has one; CUDA runs go to GPU workers."}
 
     name = forms.CharField(max_length=200, initial="CartPole DQN")
     algorithm = forms.ChoiceField(choices=algorithm_choices)
     env_id = forms.CharField(label="Environment id", max_length=200, initial=DEFAULT_ENV_ID,
-                             help_text="A Gymnasium environment id, such as CartPole-v1.",
+                             help_text="Pick an installed Gymnasium or Atari id from the list as you type, or enter "
+                                       "any id registered on the workers.",
                              widget=forms.TextInput(attrs={"list": "env-ids", "spellcheck": "false",
                                                            "autocomplete": "off"}))
     num_seeds = forms.IntegerField(label="Number of seeds", min_value=1, max_value=20, initial=1,
@@ -82,21 +104,42 @@ class ExperimentForm(forms.ModelForm):
     checkpoint_interval = forms.IntegerField(min_value=0, max_value=10**9, initial=0,
                                              help_text="Env steps between periodic checkpoints (0: only the best "
                                                        "and final ones).")
+    video_interval = forms.IntegerField(min_value=0, max_value=10**9, initial=0,
+                                        help_text="Env steps between recorded evaluation episodes (0: no videos).")
+    tags = forms.CharField(required=False, max_length=400, help_text=f"Comma-separated, at most {MAX_TAGS}, such as "
+                                                                     "“baseline, lr-sweep”. For filtering the lists.",
+                           widget=forms.TextInput(attrs={"spellcheck": "false", "autocomplete": "off"}))
+    description = forms.CharField(required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 3}),
+                                  help_text="What this experiment tries out (optional).")
 
     def __init__(self, *args, algorithm: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         names = trainer.algorithm_names()
         self.algorithm_name = algorithm if algorithm in names else default_algorithm()
         self.fields["algorithm"].initial = self.algorithm_name
-        self.params = trainer.get_spec(self.algorithm_name).params()
+        spec = trainer.get_spec(self.algorithm_name)
+        self.fields["algorithm"].help_text = spec.description
+        self.params = spec.params()
         for param in self.params:
             self.fields[HYPERPARAMETER_PREFIX + param.name] = hyperparameter_field(param)
+
+    @staticmethod
+    def initial_from(experiment: Experiment) -> dict:
+        """Every value of `experiment`, hyperparameters included, as the form's initial data (a clone)."""
+        initial = {name: getattr(experiment, name) for name in ExperimentForm.Meta.fields}
+        initial["name"] = f"{experiment.name} (copy)"[:200]
+        initial["tags"] = ", ".join(experiment.tags)
+        initial.update({HYPERPARAMETER_PREFIX + name: value for name, value in experiment.hyperparameters.items()})
+        return initial
 
     def common_fields(self):
         return [field for field in self if not field.name.startswith(HYPERPARAMETER_PREFIX)]
 
     def hyperparameter_fields(self):
         return [field for field in self if field.name.startswith(HYPERPARAMETER_PREFIX)]
+
+    def clean_tags(self) -> list[str]:
+        return parse_tags(self.cleaned_data["tags"])
 
     def clean(self):
         cleaned = super().clean()

@@ -75,12 +75,18 @@ class Run(models.Model):
         LOST = "lost"
 
     FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.LOST)
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
+    RESUMABLE = (Status.CANCELLED, Status.LOST)
 
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
     seed = models.IntegerField(default=0)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
     steps_done = models.PositiveBigIntegerField(default=0)
     total_steps = models.PositiveBigIntegerField()
+    start_step = models.PositiveBigIntegerField(
+        default=0, help_text="Env steps already done when this attempt started (a resumed run's checkpoint step).")
+    resume_requested = models.BooleanField(
+        default=False, help_text="Queued to go on from its last checkpoint rather than from scratch.")
     task_id = models.CharField(max_length=64, blank=True)
     worker_host = models.CharField(max_length=200, blank=True)
     device_used = models.CharField(max_length=50, blank=True)
@@ -111,32 +117,96 @@ class Run(models.Model):
     def progress_percent(self) -> float:
         return round(100 * min(self.steps_done, self.total_steps) / max(1, self.total_steps), 1)
 
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE
+
+    @property
+    def is_resumable(self) -> bool:
+        return self.status in self.RESUMABLE
+
+    @property
+    def seconds_left(self) -> float | None:
+        """Time left of a running run, at the speed of its current attempt so far (None: no estimate yet)."""
+        done = self.steps_done - self.start_step
+        if self.status != self.Status.RUNNING or not self.started_at or done <= 0:
+            return None
+        elapsed = (timezone.now() - self.started_at).total_seconds()
+        return max(0.0, (self.total_steps - self.steps_done) * elapsed / done)
+
     @classmethod
     def claim(cls, run_id: int, worker_host: str) -> "Run | None":
         """Move a queued run to running and return it; None when another delivery got it first."""
         now = timezone.now()
         with transaction.atomic():
-            claimed = cls.objects.filter(pk=run_id, status=cls.Status.QUEUED).update(
+            claimed = cls.objects.filter(pk=run_id, status=cls.Status.QUEUED, resume_requested=False).update(
                 status=cls.Status.RUNNING, worker_host=worker_host[:200], started_at=now, heartbeat_at=now,
-                steps_done=0, error="", traceback="")
+                steps_done=0, start_step=0, error="", traceback="")
             if not claimed:
                 return None
             # a run is claimed once, but clear anything a half-finished earlier attempt left behind
             Event.objects.filter(run_id=run_id).delete()
             Checkpoint.objects.filter(run_id=run_id).delete()
+            Video.objects.filter(run_id=run_id).delete()
         return cls.objects.select_related("experiment").get(pk=run_id)
+
+    def request_resume(self) -> bool:
+        """Queue a cancelled or lost run to go on from its last checkpoint; False when it is not resumable."""
+        resumed = Run.objects.filter(pk=self.pk, status__in=self.RESUMABLE).update(
+            status=self.Status.QUEUED, resume_requested=True, task_id="", finished_at=None, error="", traceback="")
+        if resumed:
+            self.refresh_from_db()
+        return bool(resumed)
+
+    @classmethod
+    def claim_resume(cls, run_id: int, worker_host: str) -> "tuple[Run, Checkpoint | None] | None":
+        """Move a run queued for resuming to running: it goes on from its latest checkpoint, and whatever the
+        interrupted attempt reported after that checkpoint is forgotten. None when another delivery got it."""
+        now = timezone.now()
+        with transaction.atomic():
+            claimed = cls.objects.filter(pk=run_id, status=cls.Status.QUEUED, resume_requested=True).update(
+                status=cls.Status.RUNNING, resume_requested=False, worker_host=worker_host[:200], started_at=now,
+                heartbeat_at=now, finished_at=None, error="", traceback="")
+            if not claimed:
+                return None
+            run = cls.objects.select_related("experiment").get(pk=run_id)
+            checkpoint = run.checkpoints.order_by("-step", "-id").first()
+            run.forget_after(checkpoint)
+        return run, checkpoint
+
+    def forget_after(self, checkpoint: "Checkpoint | None") -> None:
+        """Delete the events, checkpoints and videos that came after `checkpoint` (everything without one),
+        so the next attempt's events follow on with no step reported twice or left out."""
+        events, checkpoints, videos = Event.objects.filter(run=self), self.checkpoints.all(), self.videos.all()
+        step = 0
+        if checkpoint is not None:
+            step = checkpoint.step
+            marker = (events.filter(kind="checkpoint", values__checkpoint_id=checkpoint.pk).first()
+                      or events.filter(step__lte=step).order_by("-seq").first())
+            events = events.filter(seq__gt=marker.seq if marker else 0)
+            checkpoints, videos = checkpoints.filter(step__gt=step), videos.filter(step__gt=step)
+        events.delete()
+        checkpoints.delete()  # the post_delete signals below remove their files too
+        videos.delete()
+        self.steps_done = self.start_step = step
+        Run.objects.filter(pk=self.pk).update(steps_done=step, start_step=step)
 
     def record_device(self, device: str) -> None:
         self.device_used = device[:50]
         Run.objects.filter(pk=self.pk).update(device_used=self.device_used)
 
     def mark_finished(self, summary: dict) -> None:
-        """Store the runner's summary: succeeded or cancelled, with the final evaluation."""
+        """Store the runner's summary: succeeded or cancelled, with the final evaluation. The best return of
+        a resumed run is the best of all its attempts."""
         self.status = self.Status.CANCELLED if summary.get("status") == "cancelled" else self.Status.SUCCEEDED
         self.steps_done = int(summary.get("steps") or self.steps_done)
-        self.eval_return_mean = summary.get("eval_return_mean")
-        self.eval_return_std = summary.get("eval_return_std")
-        self.best_eval_return = summary.get("best_eval_return")
+        if summary.get("eval_return_mean") is not None or not self.start_step:
+            self.eval_return_mean = summary.get("eval_return_mean")
+            self.eval_return_std = summary.get("eval_return_std")
+        best = summary.get("best_eval_return")
+        if self.start_step and self.best_eval_return is not None:
+            best = self.best_eval_return if best is None else max(best, self.best_eval_return)
+        self.best_eval_return = best
         self.finished_at = self.heartbeat_at = timezone.now()
         self.save(update_fields=["status", "steps_done", "eval_return_mean", "eval_return_std",
                                  "best_eval_return", "finished_at", "heartbeat_at"])

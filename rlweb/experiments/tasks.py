@@ -3,6 +3,10 @@
 The task receives only the run id. It claims the run (queued -> running) with a conditional update, so
 a second delivery of the same message exits at once; it then builds the agent from the stored
 experiment, trains it in this process with a Redis sink, and records the outcome on the row.
+
+A resumed run (cancelled or lost, then queued again with `resume`) is claimed by `Run.claim_resume`
+instead: the agent is loaded from the run's latest checkpoint and trains on up to `total_steps`, its
+events numbered on after the ones kept from before that checkpoint.
 """
 
 from __future__ import annotations
@@ -13,15 +17,18 @@ import tempfile
 import traceback
 import uuid
 
+import redis
 import trainer
 from django.conf import settings
+from django.core.files.storage import default_storage
 from django.db import transaction
 from kombu.exceptions import OperationalError
 from trainer.events import make_event
 
 from rlweb.celery import app
+from rlweb.experiments import live
 from rlweb.experiments.live import RedisSink
-from rlweb.experiments.models import Run
+from rlweb.experiments.models import Checkpoint, Run
 
 logger = logging.getLogger(__name__)
 
@@ -43,29 +50,46 @@ def enqueue(run: Run) -> None:
     transaction.on_commit(send)
 
 
+def resume(run: Run) -> bool:
+    """Queue a cancelled or lost run to go on from its last checkpoint; False when it cannot be resumed."""
+    if not run.request_resume():
+        return False
+    client = live.redis_client()
+    try:  # the stop flag of the cancel it comes back from, and the old stream: the new events reuse its ids
+        client.delete(live.stop_key(run.pk), live.stream_key(run.pk))
+    except redis.RedisError as error:
+        logger.warning("run %s: cannot clear its stop flag (%s); it may stop at once", run.pk, error)
+    enqueue(run)
+    return True
+
+
 @app.task(name="rlweb.train_run")
 def train_run(run_id: int) -> str:
-    run = Run.claim(run_id, worker_host=socket.gethostname())
+    host = socket.gethostname()
+    if Run.objects.filter(pk=run_id, resume_requested=True).exists():
+        claimed = Run.claim_resume(run_id, worker_host=host)
+        run, checkpoint = claimed if claimed else (None, None)
+    else:
+        run, checkpoint = Run.claim(run_id, worker_host=host), None
     if run is None:
         logger.info("run %s is not queued any more (cancelled, or another delivery has it): skipping", run_id)
         return "skipped"
     import torch
 
     torch.set_num_threads(settings.TORCH_THREADS)  # one run per process; threads set on purpose, not by default
-    execute(run)
+    execute(run, checkpoint)
     return run.status
 
 
-def execute(run: Run) -> None:
-    """Train a claimed run to the end and record how it ended."""
+def execute(run: Run, checkpoint: Checkpoint | None = None) -> None:
+    """Train a claimed run to the end (from `checkpoint`, when it resumes) and record how it ended."""
     experiment = run.experiment
     sink = RedisSink(run)
     try:
-        agent = trainer.make(experiment.algorithm, experiment.env_id, seed=run.seed, device=experiment.device,
-                             **experiment.hyperparameters)
-        run.record_device(str(agent.device))
         with tempfile.TemporaryDirectory(prefix=f"rlweb-run{run.pk}-") as folder:
-            summary = agent.learn(run.total_steps, sink=sink, eval_interval=experiment.eval_interval,
+            agent = load_agent(run, checkpoint, folder)
+            run.record_device(str(agent.device))
+            summary = agent.learn(0, end_step=run.total_steps, sink=sink, eval_interval=experiment.eval_interval,
                                   eval_episodes=experiment.eval_episodes,
                                   checkpoint_interval=experiment.checkpoint_interval, checkpoint_dir=folder)
     except Exception as error:
@@ -78,6 +102,18 @@ def execute(run: Run) -> None:
         return
     sink.close()
     run.mark_finished(summary)
+
+
+def load_agent(run: Run, checkpoint: Checkpoint | None, folder: str):
+    """A new agent for the run's experiment, or the one saved in `checkpoint` (copied out of storage)."""
+    experiment = run.experiment
+    if checkpoint is None:
+        return trainer.make(experiment.algorithm, experiment.env_id, seed=run.seed, device=experiment.device,
+                            **experiment.hyperparameters)
+    path = f"{folder}/resume.zip"
+    with default_storage.open(checkpoint.file.name, "rb") as source, open(path, "wb") as target:
+        target.write(source.read())
+    return trainer.load(path, device=experiment.device)
 
 
 @app.task(name="rlweb.mark_lost_runs")
