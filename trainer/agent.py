@@ -108,16 +108,18 @@ class Agent:
 
     def learn(self, total_steps: int, sink: Sink | None = None, eval_interval: int = 0, eval_episodes: int = 5,
               checkpoint_interval: int = 0, checkpoint_dir: str | Path | None = None, end_step: int | None = None,
-              log_interval: int = 0) -> dict:
+              log_interval: int = 0, video_interval: int = 0, video_dir: str | Path | None = None) -> dict:
         """Train for `total_steps` more env steps (or up to `end_step`, for a resumed run) and return a
         summary. Evaluation and checkpoints happen every `eval_interval`/`checkpoint_interval` steps
-        (0 turns them off); a final evaluation and checkpoint always happen when a folder is given."""
+        (0 turns them off); a final evaluation and checkpoint always happen when a folder is given. Every
+        `video_interval` steps and at the end, one greedy episode is written as an mp4 into `video_dir`
+        (default: `checkpoint_dir`)."""
         from trainer.runner import Runner
 
         runner = Runner(self, end_step=end_step if end_step is not None else self.steps_done + total_steps,
                         sink=sink, eval_interval=eval_interval, eval_episodes=eval_episodes,
                         checkpoint_interval=checkpoint_interval, checkpoint_dir=checkpoint_dir,
-                        log_interval=log_interval)
+                        log_interval=log_interval, video_interval=video_interval, video_dir=video_dir)
         return runner.run()
 
     def save(self, path: str | Path) -> Path:

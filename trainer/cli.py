@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--eval-interval", type=int, default=0, help="env steps between evaluations (0: only at the end)")
     train.add_argument("--eval-episodes", type=int, default=10)
     train.add_argument("--checkpoint-interval", type=int, default=0, help="env steps between checkpoints (0: final only)")
+    train.add_argument("--video-interval", type=int, default=0,
+                       help="env steps between recorded episodes, written as DIR/video_step_N.mp4 (0: none)")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a hyperparameter")
     train.add_argument("--threads", type=int, default=1, help="torch CPU threads")
 
@@ -66,6 +68,8 @@ def _train(args) -> int:
     torch.set_num_threads(max(1, args.threads))
     if args.total_steps < 1:
         raise ValueError("--total-steps must be at least 1")
+    if args.video_interval < 0:
+        raise ValueError("--video-interval must be 0 or more")
     hyperparameters = {}
     for item in args.set:
         key, separator, value = item.partition("=")
@@ -78,7 +82,7 @@ def _train(args) -> int:
     try:
         summary = agent.learn(args.total_steps, sink=sink, eval_interval=args.eval_interval,
                               eval_episodes=args.eval_episodes, checkpoint_interval=args.checkpoint_interval,
-                              checkpoint_dir=args.out)
+                              checkpoint_dir=args.out, video_interval=args.video_interval)
     finally:
         sink.close()
     print(json.dumps(summary))

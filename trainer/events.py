@@ -8,7 +8,8 @@ kinds: "started", "episode", "train", "eval", "time", "checkpoint", "video", "fi
 `step` is the env step count, `time` wall seconds since the run started. Metric keys are namespaced
 (`rollout/`, `train/`, `eval/`, `time/`); lifecycle events carry their details in `values`
 ("finished" has `status`: "succeeded" or "cancelled"; "failed" has `error` and `traceback`;
-"checkpoint" has `path`, `tag` and `step`).
+"checkpoint" has `path`, `tag` and `step`; "video" has `path`, `step`, `episode_return` and `length`, or
+`error` once when the env cannot render).
 """
 
 from __future__ import annotations

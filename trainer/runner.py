@@ -1,5 +1,6 @@
-"""The runner drives one training run: it counts env steps, evaluates, checkpoints, asks the sink
-whether to stop, and reports everything as events. Algorithms call `advance`, `episode` and `record`.
+"""The runner drives one training run: it counts env steps, evaluates, checkpoints, records episode
+videos, asks the sink whether to stop, and reports everything as events. Algorithms call `advance`,
+`episode` and `record`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from trainer.envs import make_env
 from trainer.events import Sink, make_event
+from trainer.video import CannotRender, record_episode, video_env
 
 STOP_POLL_SECONDS = 0.5  # how often the sink is asked whether to stop (a Redis GET in the web app)
 TIME_EVENT_SECONDS = 2.0  # how often throughput is reported
@@ -19,7 +21,7 @@ TIME_EVENT_SECONDS = 2.0  # how often throughput is reported
 class Runner:
     def __init__(self, agent, end_step: int, sink: Sink | None = None, eval_interval: int = 0,
                  eval_episodes: int = 5, checkpoint_interval: int = 0, checkpoint_dir: str | Path | None = None,
-                 log_interval: int = 0):
+                 log_interval: int = 0, video_interval: int = 0, video_dir: str | Path | None = None):
         self.agent = agent
         self.start_step = agent.steps_done
         self.end_step = int(end_step)
@@ -28,6 +30,10 @@ class Runner:
         self.eval_episodes = int(eval_episodes)
         self.checkpoint_interval = int(checkpoint_interval)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
+        self.video_interval = int(video_interval)
+        self.video_dir = Path(video_dir or checkpoint_dir) if (video_dir or checkpoint_dir) else None
+        if self.video_interval and self.video_dir is None:
+            raise ValueError("video_interval needs a video_dir (or a checkpoint_dir) to write the videos to")
         # train metrics are averaged over this many env steps before they are sent
         self.log_interval = int(log_interval) or max(100, (self.end_step - self.start_step) // 500)
         self.stopped = False
@@ -36,6 +42,7 @@ class Runner:
         self._train_sums: dict[str, float] = defaultdict(float)
         self._train_counts: dict[str, int] = defaultdict(int)
         self._eval_env = None
+        self._video_env = None  # made at the first recording; False once the env turned out not to render
 
     # --- what algorithms call ------------------------------------------------------------------------
     @property
@@ -58,6 +65,9 @@ class Runner:
         if self.checkpoint_interval and after // self.checkpoint_interval > before // self.checkpoint_interval \
                 and after < self.end_step:
             self._checkpoint(f"step_{after}.zip", "periodic")
+        if self.video_interval and after // self.video_interval > before // self.video_interval \
+                and after < self.end_step:
+            self._record_video()
         now = time.monotonic()
         if now >= self._next_time_event:
             self._time_event(now)
@@ -98,13 +108,16 @@ class Runner:
             self._flush_train()
             if self.eval_episodes > 0 and not self.stopped:
                 self._evaluate()
+            if self.video_interval and not self.stopped:
+                self._record_video()
             final = self._checkpoint("final.zip", "final") if self.checkpoint_dir else None
         except Exception as error:
             self.emit("failed", {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()})
             raise
         finally:
-            if self._eval_env is not None:
-                self._eval_env.close()
+            for env in (self._eval_env, self._video_env):
+                if env:
+                    env.close()
         status = "cancelled" if self.stopped else "succeeded"
         summary = {"status": status, "steps": self.agent.steps_done,
                    "seconds": round(time.monotonic() - self._started, 3),
@@ -129,6 +142,27 @@ class Runner:
             self.best_eval = result["mean"]
             if self.checkpoint_dir:
                 self._checkpoint("best.zip", "best")
+
+    def _record_video(self) -> None:
+        """One greedy episode as an mp4 and a `video` event; an env that cannot render is reported once
+        (a `video` event with an `error`) and recording stops, the run goes on."""
+        if self._video_env is False:
+            return
+        try:
+            if self._video_env is None:
+                self._video_env = video_env(self.agent.env_id)
+                seed = self.agent.seed + 2_000_003
+            else:
+                seed = None  # later videos continue the video env's own random stream
+            path = self.video_dir / f"video_step_{self.agent.steps_done}.mp4"
+            result = record_episode(self.agent, self._video_env, path, seed=seed)
+        except CannotRender as error:
+            if self._video_env:
+                self._video_env.close()
+            self._video_env = False
+            self.emit("video", {"error": f"No videos: {error}"})
+            return
+        self.emit("video", {**result, "step": self.agent.steps_done})
 
     def _checkpoint(self, filename: str, tag: str) -> Path:
         path = self.agent.save(self.checkpoint_dir / filename)

@@ -1,17 +1,164 @@
-"""A run's stored events for drawing: every kind, long histories thinned out on the database side."""
+"""A run's stored history for drawing and downloading.
+
+Charts draw a downsampled summary of every metric, kept in `MetricBucket` rows as events are
+persisted (`summarize`, called by the Redis sink in the transaction that writes the events): each
+metric key's values are cut into buckets of `width` consecutive values, and a bucket keeps its smallest
+and its largest point, so peaks and dips survive however long the run. A key has at most
+`MAX_BUCKETS` buckets: when one more is needed, neighbours merge in pairs and the width doubles. A
+run with a million values of a metric draws about a thousand points of it, read with one indexed query.
+
+The full data stays in `Event` rows: `events` pages through them and `csv_rows` streams them.
+"""
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 
-from django.db.models import F, Max
-from django.db.models.functions import RowNumber
-from django.db.models.expressions import Window
+from django.db.models import Max
+from django.urls import reverse
+from trainer.events import METRIC_KINDS
 
-from rlweb.experiments.models import Event, Run
+from rlweb.experiments.models import Event, MetricBucket, Run
 
 EVENT_KINDS = ("started", "episode", "train", "eval", "time", "checkpoint", "video", "finished", "failed")
-MAX_POINTS_PER_KIND = 4_000
+LOG_KINDS = ("started", "checkpoint", "video", "eval", "finished", "failed")
+MAX_BUCKETS = 512  # per metric: between 256 and 512 buckets once it has more values, two points each
+LOG_LENGTH = 200  # the latest log events the page starts with
+PAGE_SIZE = 5_000  # raw events per page of `events`
+
+
+# --- keeping the summary ----------------------------------------------------------------------------
+
+def metric_points(events) -> dict[str, list[tuple]]:
+    """The numeric values of metric events by key, as (seq, step, time, value, band) in seq order.
+    A `..._mean` that comes with its `..._std` gets the band (mean - std, mean + std)."""
+    points = defaultdict(list)
+    for event in events:
+        if event.kind not in METRIC_KINDS:
+            continue
+        for key, value in event.values.items():
+            if not is_number(value):
+                continue
+            spread = event.values.get(key[:-len("_mean")] + "_std") if key.endswith("_mean") else None
+            band = (value - spread, value + spread) if is_number(spread) else None
+            points[key].append((event.seq, event.step, event.time, value, band))
+    return points
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def summarize(run_id: int, events) -> None:
+    """Fold newly stored events (in seq order, after everything folded before) into the run's buckets."""
+    for key, points in metric_points(events).items():
+        fold(run_id, key, points)
+
+
+def fold(run_id: int, key: str, points: list[tuple]) -> None:
+    rows = MetricBucket.objects.filter(run_id=run_id, key=key)
+    last = rows.order_by("-index").first()
+    buckets = [last] if last else []  # the key's buckets from index `first` on; earlier ones stay as stored
+    first = last.index if last else 0
+    width = last.width if last else 1
+    for seq, step, time, value, band in points:
+        if buckets and buckets[-1].count < width:
+            add(buckets[-1], seq, step, time, value, band)
+            continue
+        if first + len(buckets) == MAX_BUCKETS:
+            buckets = merged(list(rows.filter(index__lt=first).order_by("index")) + buckets)
+            first, width = 0, width * 2
+        if buckets and buckets[-1].count < width:  # after a merge the last bucket may have room
+            add(buckets[-1], seq, step, time, value, band)
+            continue
+        point = [seq, step, time, value]
+        buckets.append(MetricBucket(run_id=run_id, key=key, index=first + len(buckets), width=width, count=1,
+                                    last_seq=seq, points=[point, point], band=list(band) if band else None))
+    for bucket in buckets:
+        bucket.width = width
+    rows.filter(index__gte=first).delete()
+    MetricBucket.objects.bulk_create(buckets)
+
+
+def add(bucket: MetricBucket, seq: int, step: int, time: float, value: float, band) -> None:
+    bucket.count += 1
+    bucket.last_seq = seq
+    low, high = bucket.points
+    if value < low[3]:
+        low = [seq, step, time, value]
+    if value > high[3]:
+        high = [seq, step, time, value]
+    bucket.points = [low, high]
+    if band:
+        bucket.band = [min(band[0], bucket.band[0]), max(band[1], bucket.band[1])] if bucket.band else list(band)
+
+
+def merged(buckets: list[MetricBucket]) -> list[MetricBucket]:
+    """Neighbours merged in pairs: bucket i of the result holds buckets 2i and 2i+1."""
+    result = []
+    for index in range(0, len(buckets), 2):
+        pair = buckets[index:index + 2]
+        points = [point for bucket in pair for point in bucket.points]
+        bands = [bucket.band for bucket in pair if bucket.band]
+        result.append(MetricBucket(
+            run_id=pair[0].run_id, key=pair[0].key, index=index // 2, width=pair[0].width * 2,
+            count=sum(bucket.count for bucket in pair), last_seq=pair[-1].last_seq,
+            points=[min(points, key=lambda point: point[3]), max(points, key=lambda point: point[3])],
+            band=[min(band[0] for band in bands), max(band[1] for band in bands)] if bands else None))
+    return result
+
+
+def rebuild_summary(run_id: int) -> None:
+    """Summarise a run's stored events from scratch (after events were deleted, as a resume does)."""
+    MetricBucket.objects.filter(run_id=run_id).delete()
+    after = 0
+    while True:
+        page = list(Event.objects.filter(run_id=run_id, seq__gt=after, kind__in=METRIC_KINDS).order_by("seq")[:20_000])
+        if not page:
+            return
+        summarize(run_id, page)
+        after = page[-1].seq
+
+
+# --- reading it --------------------------------------------------------------------------------------
+
+def last_stored_seq(run: Run) -> int:
+    return Event.objects.filter(run=run).aggregate(last=Max("seq"))["last"] or 0
+
+
+def metric_series(run: Run) -> dict[str, dict]:
+    """Every metric's points for drawing, in step order: `step`, `time` and `value` columns (`low` and
+    `high` for a band), the number of values summarised (`count`), and `through_seq`, the last event in
+    it: a live event at or before that seq is already drawn."""
+    series = {}
+    rows = MetricBucket.objects.filter(run=run).order_by("key", "index").values_list(
+        "key", "count", "last_seq", "points", "band")
+    for key, count, last_seq, points, band in rows:
+        columns = series.get(key)
+        if columns is None:
+            columns = series[key] = {"step": [], "time": [], "value": [], "low": [], "high": [], "count": 0}
+        for seq, step, time, value in sorted(points) if points[0][0] != points[1][0] else points[:1]:
+            columns["step"].append(step)
+            columns["time"].append(time)
+            columns["value"].append(value)
+            columns["low"].append(band[0] if band else None)
+            columns["high"].append(band[1] if band else None)
+        columns["count"] += count
+        columns["through_seq"] = last_seq
+    for columns in series.values():
+        if not any(value is not None for value in columns["low"]):
+            del columns["low"], columns["high"]
+    return series
+
+
+def log_events(run: Run, through_seq: int) -> list[dict]:
+    """The latest LOG_LENGTH lifecycle and evaluation events up to `through_seq`, oldest first."""
+    latest = []
+    for kind in LOG_KINDS:  # one indexed query per kind: fast however many events of other kinds there are
+        latest += Event.objects.filter(run=run, kind=kind, seq__lte=through_seq).order_by("-seq")[:LOG_LENGTH]
+    latest.sort(key=lambda event: event.seq)
+    return [event.as_dict() for event in latest[-LOG_LENGTH:]]
 
 
 def run_summary(run: Run) -> dict:
@@ -24,26 +171,44 @@ def checkpoint_list(run: Run) -> list[dict]:
             for checkpoint in run.checkpoints.all()]
 
 
-def history(run: Run, after: int = 0, kinds: tuple[str, ...] = EVENT_KINDS, full: bool = False) -> dict:
-    """Events after `after`, ordered by `seq`. Unless `full`, a kind with more than MAX_POINTS_PER_KIND
-    events keeps an evenly spaced selection of them (the response names the thinned kinds); `last_seq`
-    is always the last stored event, where a live stream picks up. `checkpoints` are the run's current
-    checkpoints (older "best" ones that the events mention have been replaced)."""
-    last_seq = Event.objects.filter(run=run).aggregate(last=Max("seq"))["last"] or 0
-    events = Event.objects.filter(run=run, seq__gt=after, seq__lte=last_seq)  # rows written meanwhile come live
-    rows, thinned = [], []
-    for kind in kinds:
-        of_kind = events.filter(kind=kind)
-        count = of_kind.count()
-        if not count:
-            continue
-        if full or count <= MAX_POINTS_PER_KIND:
-            rows.extend(of_kind)
-            continue
-        stride = math.ceil(count / MAX_POINTS_PER_KIND)
-        numbered = of_kind.annotate(position=Window(RowNumber(), order_by=F("seq").asc()))
-        rows.extend(numbered.annotate(remainder=(F("position") - 1) % stride).filter(remainder=0))
-        thinned.append(kind)
-    rows.sort(key=lambda event: event.seq)
-    return {"run": run_summary(run), "last_seq": last_seq, "thinned": thinned, "checkpoints": checkpoint_list(run),
-            "events": [event.as_dict() for event in rows]}
+def video_list(run: Run) -> list[dict]:
+    """Newest first."""
+    return [{"id": video.pk, "step": video.step, "episode_return": video.episode_return,
+             "url": reverse("video-file", args=[video.pk])} for video in run.videos.order_by("-step", "-id")]
+
+
+def history(run: Run) -> dict:
+    """What the run page starts from: the metrics (downsampled), the log, checkpoints and videos, and
+    `last_seq`, where the live stream picks up. `last_seq` is read first: the metrics, written in the
+    same transactions as the events, hold at least everything up to it."""
+    last_seq = last_stored_seq(run)
+    return {"run": run_summary(run), "last_seq": last_seq, "metrics": metric_series(run),
+            "log": log_events(run, last_seq), "checkpoints": checkpoint_list(run), "videos": video_list(run)}
+
+
+def events(run: Run, after: int = 0, kinds: tuple[str, ...] = EVENT_KINDS, limit: int = PAGE_SIZE) -> dict:
+    """Stored events after `after`, in seq order, `limit` at most; `next_after` continues (None at the end)."""
+    rows = list(Event.objects.filter(run=run, seq__gt=after, kind__in=kinds).order_by("seq")[:limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {"run": run_summary(run), "events": [row.as_dict() for row in rows],
+            "next_after": rows[-1].seq if more else None}
+
+
+def metric_keys(run: Run) -> list[str]:
+    return sorted(set(MetricBucket.objects.filter(run=run).values_list("key", flat=True).order_by()))
+
+
+def csv_rows(run: Run):
+    """The header, then one row per stored event: seq, kind, step, time and a column per metric key."""
+    last_seq = last_stored_seq(run)
+    keys = metric_keys(run)
+    yield ["seq", "kind", "step", "time", *keys]
+    rows = Event.objects.filter(run=run, seq__lte=last_seq).order_by("seq").values_list(
+        "seq", "kind", "step", "time", "values")
+    for seq, kind, step, time, values in rows.iterator(chunk_size=5_000):
+        yield [seq, kind, step, time, *(plain_cell(values.get(key)) for key in keys)]
+
+
+def plain_cell(value):
+    return "" if value is None or isinstance(value, (dict, list)) else value

@@ -21,10 +21,12 @@ import redis.asyncio
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.files import File
+from django.db import transaction
 from django.utils import timezone
 from trainer.events import LIFECYCLE_KINDS, Sink
 
-from rlweb.experiments.models import Checkpoint, Event, Run
+from rlweb.experiments.history import rebuild_summary, summarize
+from rlweb.experiments.models import Checkpoint, Event, MetricBucket, Run, Video
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +83,8 @@ def plain(value):
 
 
 class RedisSink(Sink):
-    """Streams a run's events to Redis, keeps them in the database, and copies its checkpoints."""
+    """Streams a run's events to Redis, keeps them in the database with the summary the charts draw
+    (history.py), and copies its checkpoints and videos into storage."""
 
     def __init__(self, run: Run, client: redis.Redis | None = None, batch_size: int = BATCH_SIZE,
                  flush_seconds: float = FLUSH_SECONDS):
@@ -96,12 +99,16 @@ class RedisSink(Sink):
         self.ended = False  # a "finished" or "failed" event went out
         if self.seq == 0:
             self.redis_call(self.client.delete, stream_key(run.pk))
+        if MetricBucket.objects.filter(run=run, last_seq__gt=self.seq).exists():
+            rebuild_summary(run.pk)  # events were deleted (a restart or a resume): summarise what is left
 
     def emit(self, event: dict) -> None:
         kind = event["kind"]
         values = plain(event.get("values") or {})
         if kind == "checkpoint":
             values["checkpoint_id"] = self.store_checkpoint(values, int(event["step"]))
+        if kind == "video" and values.get("path"):
+            values["video_id"] = self.store_video(values, int(event["step"]))
         self.seq += 1
         record = {"seq": self.seq, "kind": kind, "step": int(event["step"]), "time": float(event["time"]),
                   "values": values}
@@ -127,9 +134,11 @@ class RedisSink(Sink):
         return time.monotonic() - self.last_flush >= self.flush_seconds
 
     def flush(self) -> None:
-        """Write pending events, the step count and the heartbeat to the database."""
+        """Write pending events with their summary, the step count and the heartbeat to the database."""
         if self.pending:
-            Event.objects.bulk_create(self.pending)
+            with transaction.atomic():  # a page reading the history sees the events and their summary together
+                Event.objects.bulk_create(self.pending)
+                summarize(self.run.pk, self.pending)
             self.pending = []
         Run.objects.filter(pk=self.run.pk).update(steps_done=self.steps_done, heartbeat_at=timezone.now())
         self.run.steps_done = self.steps_done
@@ -150,6 +159,18 @@ class RedisSink(Sink):
             logger.warning("run %s: cannot keep checkpoint %s: %s", self.run.pk, values.get("path"), error)
             return None
         return checkpoint.pk
+
+    def store_video(self, values: dict, step: int) -> int | None:
+        """Copy an episode video the runner wrote into Django storage."""
+        try:
+            with Path(values["path"]).open("rb") as file:
+                video = Video(run=self.run, step=int(values.get("step", step)),
+                              episode_return=values.get("episode_return"))
+                video.file.save(f"step_{video.step}.mp4", File(file), save=True)
+        except (KeyError, OSError) as error:
+            logger.warning("run %s: cannot keep video %s: %s", self.run.pk, values.get("path"), error)
+            return None
+        return video.pk
 
     def redis_call(self, method, *args, **kwargs):
         """Redis carries only the live view: when it is down, training and the database history go on."""

@@ -307,6 +307,28 @@ class Video(models.Model):
         return f"{self.run} video @ {self.step}"
 
 
+class MetricBucket(models.Model):
+    """A run's metric, downsampled for drawing (history.py): bucket `index` of `key` summarises `count`
+    consecutive values (at most `width`) by its smallest and largest points, and the band of a mean
+    (mean ± std) by its lowest and highest edge."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_buckets")
+    key = models.CharField(max_length=200)
+    index = models.PositiveIntegerField()
+    width = models.PositiveIntegerField()
+    count = models.PositiveIntegerField()
+    last_seq = models.PositiveBigIntegerField(help_text="The last event folded in.")
+    points = models.JSONField(help_text="[[seq, step, time, value]] of the smallest and the largest value.")
+    band = models.JSONField(null=True, blank=True, help_text="[lowest mean - std, highest mean + std].")
+
+    class Meta:
+        ordering = ["run_id", "key", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "key", "index"], name="unique_metric_bucket")]
+
+    def __str__(self):
+        return f"{self.run_id} {self.key}[{self.index}]"
+
+
 @receiver(post_delete, sender=Video)
 def delete_video_file(sender, instance: Video, **kwargs):
     instance.file.delete(save=False)

@@ -1,37 +1,66 @@
-"""The run page and its endpoints: history, the live stream, downloads. Access goes through views.owned_run."""
+"""The run page and its endpoints: history, the live stream, the CSV of every event, checkpoint and video
+files. Every object is fetched through an access helper that answers 404 for other users' runs."""
 
 from __future__ import annotations
 
+import csv
+import re
+
 from django.core.handlers.asgi import ASGIRequest
-from django.http import FileResponse, Http404, JsonResponse, StreamingHttpResponse
+from django.http import FileResponse, Http404, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from rlweb.experiments import live
-from rlweb.experiments.history import EVENT_KINDS, history
-from rlweb.experiments.models import Checkpoint
+from rlweb.experiments import history, live
+from rlweb.experiments.models import Checkpoint, Video
 from rlweb.experiments.views import owned_run, whole_number
+
+BYTE_RANGE = re.compile(r"bytes=([0-9]{0,18})-([0-9]{0,18})")
 
 
 def run_detail(request, run_id: int):
     run = owned_run(request, run_id)
-    checkpoints = run.checkpoints.all()
-    return render(request, "experiments/run_detail.html", {"run": run, "checkpoints": checkpoints})
+    return render(request, "experiments/run_detail.html", {
+        "run": run, "experiment": run.experiment, "hyperparameters": sorted(run.experiment.hyperparameters.items()),
+        "checkpoints": run.checkpoints.all(), "videos": history.video_list(run)})
+
+
+def run_history(request, run_id: int):
+    """What the run page draws first: downsampled metrics, the log, checkpoints, videos, `last_seq`."""
+    return JsonResponse(history.history(owned_run(request, run_id)))
 
 
 def run_events(request, run_id: int):
+    """The stored events, not downsampled, a page at a time (`after`, `kinds`, `limit`)."""
     run = owned_run(request, run_id)
     try:
         after = whole_number(request.GET.get("after", "0"), "after")
-        kinds = tuple(request.GET["kinds"].split(",")) if request.GET.get("kinds") else EVENT_KINDS
-        unknown = [kind for kind in kinds if kind not in EVENT_KINDS]
+        limit = whole_number(request.GET.get("limit", str(history.PAGE_SIZE)), "limit")
+        if not 1 <= limit <= history.PAGE_SIZE:
+            raise ValueError(f"limit must be between 1 and {history.PAGE_SIZE}")
+        kinds = tuple(request.GET["kinds"].split(",")) if request.GET.get("kinds") else history.EVENT_KINDS
+        unknown = [kind for kind in kinds if kind not in history.EVENT_KINDS]
         if unknown:
-            raise ValueError(f"unknown event kind {unknown[0][:40]!r}; known: {', '.join(EVENT_KINDS)}")
-        full = request.GET.get("full", "0")
-        if full not in ("0", "1"):
-            raise ValueError("full must be 0 or 1")
+            raise ValueError(f"unknown event kind {unknown[0][:40]!r}; known: {', '.join(history.EVENT_KINDS)}")
     except ValueError as error:
         return JsonResponse({"error": str(error)}, status=400)
-    return JsonResponse(history(run, after=after, kinds=kinds, full=full == "1"))
+    return JsonResponse(history.events(run, after=after, kinds=kinds, limit=limit))
+
+
+class Echo:
+    """A file-like object whose write returns the line, for csv.writer in a streaming response."""
+
+    def write(self, line: str) -> str:
+        return line
+
+
+def run_csv(request, run_id: int):
+    """Every stored event as one CSV row (a column per metric key), streamed."""
+    run = owned_run(request, run_id)
+    writer = csv.writer(Echo())
+    response = StreamingHttpResponse((writer.writerow(row) for row in history.csv_rows(run)),
+                                     content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run{run.pk}-events.csv"'
+    return response
 
 
 def run_stream(request, run_id: int):
@@ -58,3 +87,34 @@ def checkpoint_download(request, checkpoint_id: int):
     return FileResponse(file, as_attachment=True, filename=checkpoint.download_name,
                         content_type="application/zip")
 
+
+def video_file(request, video_id: int):
+    """An episode video for a `<video>` element: the whole mp4, or the byte range the browser asks for."""
+    video = get_object_or_404(Video, pk=video_id, run__experiment__owner=request.user)
+    try:
+        file = video.file.open("rb")
+    except FileNotFoundError:
+        raise Http404("The video file is missing from storage.") from None
+    size = video.file.size
+    wanted = BYTE_RANGE.fullmatch(request.headers.get("Range", "").strip())
+    if not wanted or wanted.group(1) == wanted.group(2) == "":
+        response = FileResponse(file, content_type="video/mp4", filename=f"run{video.run_id}-step{video.step}.mp4")
+        response["Accept-Ranges"] = "bytes"
+        return response
+    first, last = wanted.groups()
+    if first == "":  # the last N bytes
+        first, last = max(0, size - int(last)), size - 1
+    else:
+        first, last = int(first), min(int(last), size - 1) if last else size - 1
+    if first >= size or first > last:
+        file.close()
+        response = HttpResponse(status=416)
+        response["Content-Range"] = f"bytes */{size}"
+        return response
+    with file:
+        file.seek(first)
+        body = file.read(last - first + 1)
+    response = HttpResponse(body, status=206, content_type="video/mp4")
+    response["Content-Range"] = f"bytes {first}-{last}/{size}"
+    response["Accept-Ranges"] = "bytes"
+    return response

@@ -91,7 +91,8 @@ def execute(run: Run, checkpoint: Checkpoint | None = None) -> None:
             run.record_device(str(agent.device))
             summary = agent.learn(0, end_step=run.total_steps, sink=sink, eval_interval=experiment.eval_interval,
                                   eval_episodes=experiment.eval_episodes,
-                                  checkpoint_interval=experiment.checkpoint_interval, checkpoint_dir=folder)
+                                  checkpoint_interval=experiment.checkpoint_interval, checkpoint_dir=folder,
+                                  video_interval=experiment.video_interval)
     except Exception as error:
         logger.exception("run %s failed", run.pk)
         message, details = f"{type(error).__name__}: {error}", traceback.format_exc()

@@ -14,5 +14,8 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("runs/<int:run_id>/events.json", run_views.run_events, name="run-events"),
     path("runs/<int:run_id>/stream", run_views.run_stream, name="run-stream"),
+    path("runs/<int:run_id>/history.json", run_views.run_history, name="run-history"),
+    path("runs/<int:run_id>/events.csv", run_views.run_csv, name="run-csv"),
+    path("videos/<int:video_id>/", run_views.video_file, name="video-file"),
     path("checkpoints/<int:checkpoint_id>/download/", run_views.checkpoint_download, name="checkpoint-download"),
 ]

@@ -1,10 +1,9 @@
-"""The JSON history of a run, which the run page draws before it follows the live stream."""
+"""The stored events of a run as JSON, not downsampled, a page at a time."""
 
 import pytest
 from django.urls import reverse
 
-from rlweb.experiments import history
-from rlweb.experiments.models import Checkpoint, Event
+from rlweb.experiments.models import Event
 
 
 def events_url(run):
@@ -14,17 +13,9 @@ def events_url(run):
 def test_it_returns_every_stored_event_in_order_with_the_last_seq(owner_client, trained_run):
     data = owner_client.get(events_url(trained_run)).json()
     stored = [event.as_dict() for event in Event.objects.filter(run=trained_run)]
-    assert data["events"] == stored and data["last_seq"] == stored[-1]["seq"] and data["thinned"] == []
+    assert data["events"] == stored and data["next_after"] is None
     assert data["run"]["status"] == "succeeded" and data["run"]["finished"] is True
     assert data["run"]["steps_done"] == data["run"]["total_steps"] == trained_run.total_steps
-
-
-def test_it_lists_the_checkpoints_the_run_has_now(owner_client, trained_run):
-    data = owner_client.get(events_url(trained_run)).json()
-    expected = [{"id": checkpoint.pk, "tag": checkpoint.tag, "step": checkpoint.step,
-                 "url": reverse("checkpoint-download", args=[checkpoint.pk])}
-                for checkpoint in Checkpoint.objects.filter(run=trained_run)]
-    assert data["checkpoints"] == expected and {"best", "final"} <= {item["tag"] for item in expected}
 
 
 def test_it_filters_by_seq_and_kind(owner_client, trained_run):
@@ -33,20 +24,18 @@ def test_it_filters_by_seq_and_kind(owner_client, trained_run):
     assert {event["kind"] for event in data["events"]} == {"episode", "eval"}
 
 
-def test_long_histories_are_thinned_unless_the_full_data_is_asked_for(owner_client, queued_run, monkeypatch):
+def test_long_histories_come_a_page_at_a_time(owner_client, queued_run):
     Event.objects.bulk_create(Event(run=queued_run, seq=seq, kind="episode", step=seq * 10, time=seq,
                                     values={"rollout/episode_return": seq}) for seq in range(1, 101))
-    monkeypatch.setattr(history, "MAX_POINTS_PER_KIND", 10)
-    data = owner_client.get(events_url(queued_run)).json()
-    assert [event["seq"] for event in data["events"]] == list(range(1, 101, 10))
-    assert data["thinned"] == ["episode"] and data["last_seq"] == 100
-    full = owner_client.get(events_url(queued_run), {"full": "1"}).json()
-    assert len(full["events"]) == 100 and full["thinned"] == []
+    first = owner_client.get(events_url(queued_run), {"limit": "40"}).json()
+    assert [event["seq"] for event in first["events"]] == list(range(1, 41)) and first["next_after"] == 40
+    last = owner_client.get(events_url(queued_run), {"after": "80", "limit": "40"}).json()
+    assert [event["seq"] for event in last["events"]] == list(range(81, 101)) and last["next_after"] is None
 
 
 @pytest.mark.parametrize("query, message", [
     ({"after": "x"}, "after"), ({"after": "-3"}, "after"), ({"kinds": "episode,bogus"}, "bogus"),
-    ({"full": "yes"}, "full"), ({"after": "9" * 30}, "after"),
+    ({"limit": "0"}, "limit"), ({"limit": "5001"}, "limit"), ({"after": "9" * 30}, "after"),
 ])
 def test_bad_query_parameters_are_a_400_with_a_message(owner_client, queued_run, query, message):
     response = owner_client.get(events_url(queued_run), query)
