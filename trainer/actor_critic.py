@@ -117,6 +117,19 @@ class FlatParameters:
         self.param.grad.zero_()
 
 
+@torch.no_grad()
+def clip_grad_norm(flats: list[FlatParameters], max_norm: float) -> torch.Tensor:
+    """`nn.utils.clip_grad_norm_` over the gradients of `flats`, with the same arithmetic in a few tensor
+    ops (the general version costs as much as a third of a small network's backward pass)."""
+    grads = [flat.param.grad for flat in flats]
+    norms = [torch.linalg.vector_norm(grad) for grad in grads]
+    total = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms))
+    scale = (max_norm / (total + 1e-6)).clamp_(max=1.0)
+    for grad in grads:
+        grad.mul_(scale)
+    return total
+
+
 def normalizable(space) -> bool:
     """Running normalisation applies to float Box observations (not one-hots, bits or uint8 images)."""
     return isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating)

@@ -104,3 +104,23 @@ def test_unsupported_spaces_are_refused_with_a_clear_message(algorithm):
         trainer.validate(algorithm, "Blackjack-v1", {})
     assert "Tuple observations" in error.value.errors["env_id"]
     assert trainer.validate(algorithm, "Pendulum-v1", {})  # Box actions are fine
+
+
+@pytest.mark.parametrize("max_norm", [0.01, 0.5, 1e6])
+def test_flat_gradient_clipping_is_torchs_clip_grad_norm(max_norm):
+    from trainer.actor_critic import FlatParameters, clip_grad_norm
+
+    generator = torch.Generator().manual_seed(0)
+    layers = [torch.nn.Linear(5, 7), torch.nn.Linear(7, 3)]
+    flats = [FlatParameters(layer.parameters()) for layer in layers]
+    for flat in flats:
+        flat.param.grad.copy_(torch.randn(flat.param.shape, generator=generator))
+    reference = [flat.param.grad.clone().requires_grad_() for flat in flats]
+    for tensor in reference:
+        tensor.grad = tensor.detach().clone()
+    expected_norm = torch.nn.utils.clip_grad_norm_(reference, max_norm)
+    assert clip_grad_norm(flats, max_norm) == pytest.approx(float(expected_norm))
+    for layer, flat, tensor in zip(layers, flats, reference):
+        assert torch.allclose(flat.param.grad, tensor.grad)
+        # the layers' own gradients are views of the clipped flat gradient
+        assert torch.equal(layer.weight.grad.reshape(-1), flat.param.grad[:layer.weight.numel()])

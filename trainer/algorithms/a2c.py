@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
-from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, FlatParameters, PolicyGradientAgent
+from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, FlatParameters, PolicyGradientAgent, clip_grad_norm
 from trainer.algorithms.ppo import SCHEDULES, annealed, explained_variance
 from trainer.distributions import ACTION_SPACES
 from trainer.envs import make_vector_env
@@ -109,7 +108,7 @@ class A2C(PolicyGradientAgent):
         self.critic_flat.zero_grad()
         loss.backward()
         if c.max_grad_norm > 0:
-            nn.utils.clip_grad_norm_([self.actor_flat.param, self.critic_flat.param], c.max_grad_norm)
+            clip_grad_norm([self.actor_flat, self.critic_flat], c.max_grad_norm)
         self.optimizer.step()
         return {"train/loss": float(loss.detach()), "train/policy_loss": float(policy_loss.detach()),
                 "train/value_loss": float(value_loss.detach()), "train/entropy": float(entropy.detach()),

@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
-from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, FlatParameters, PolicyGradientAgent
+from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, FlatParameters, PolicyGradientAgent, clip_grad_norm
 from trainer.distributions import ACTION_SPACES
 from trainer.envs import make_vector_env
 from trainer.networks import parse_hidden_layers
@@ -153,7 +152,7 @@ class PPO(PolicyGradientAgent):
             self.flat.zero_grad()
             loss.backward()
             if c.max_grad_norm > 0:
-                nn.utils.clip_grad_norm_(self.flat.param, c.max_grad_norm)
+                clip_grad_norm([self.flat], c.max_grad_norm)
             self.optimizer.step()
         names = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
         metrics = {f"train/{name}": float(torch.stack([row[i].detach() for row in logged]).mean())

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainer.actor_critic import OBSERVATION_SPACES, FlatParameters, body, normalizable
+from trainer.actor_critic import OBSERVATION_SPACES, FlatParameters, body, clip_grad_norm, normalizable
 from trainer.algorithms.ppo import PPO, PPOConfig, annealed, clipped_surrogate_loss, explained_variance, \
     ratio_statistics, value_loss
 from trainer.buffers import generalized_advantages
@@ -194,7 +194,7 @@ class RNDPPO(PPO):
             self.predictor_flat.zero_grad()
             (loss + predictor_loss).backward()
             if c.max_grad_norm > 0:
-                nn.utils.clip_grad_norm_(self.flat.param, c.max_grad_norm)
+                clip_grad_norm([self.flat], c.max_grad_norm)
             self.optimizer.step()
             self.predictor_optimizer.step()
             if epoch == c.n_epochs - 1:
