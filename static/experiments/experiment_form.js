@@ -1,5 +1,6 @@
 // The experiment form: the hyperparameter fields belong to the chosen algorithm, so choosing another
-// one reloads the form with that algorithm's fields (and defaults), keeping what was typed above them.
+// one reloads the new-experiment form with that algorithm's fields (and defaults), keeping what was
+// typed above them (also on a clone, whose form posts to the same address).
 (function () {
   "use strict";
 
@@ -12,6 +13,6 @@
         query.set(field.name, field.value);
       }
     }
-    window.location.assign(`${window.location.pathname}?${query}`);
+    window.location.assign(`${new URL(algorithm.form.action).pathname}?${query}`);
   });
 })();

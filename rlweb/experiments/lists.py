@@ -1,0 +1,160 @@
+"""The experiment and run lists: their query parameters (search, filters, sort, page), read and checked.
+
+A parameter that makes no sense (an unknown sort key or status, a malformed tag) is ignored, and
+`ListQuery.problems` says so, for the page to show; the list never fails because of its query.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import trainer
+from django.core.paginator import Paginator
+from django.db.models import Avg, Count, F, FloatField, Max, Q, Sum
+from django.db.models.functions import Cast
+from django.http import QueryDict
+
+from rlweb.experiments.forms import TAG
+from rlweb.experiments.models import Experiment, Run
+
+PAGE_SIZE = 25
+MAX_TEXT = 200  # longest search or env id taken from a query
+
+# sort key -> the field it orders by; "-key" sorts descending
+EXPERIMENT_SORTS = {"name": "name", "algorithm": "algorithm", "env": "env_id", "runs": "run_count",
+                    "progress": "progress", "best": "best_return", "created": "created"}
+RUN_SORTS = {"run": "id", "experiment": "experiment__name", "status": "status", "progress": "progress",
+             "eval": "eval_return_mean", "best": "best_eval_return", "algorithm": "experiment__algorithm",
+             "env": "experiment__env_id", "started": "started_at", "finished": "finished_at"}
+
+
+@dataclass
+class ListQuery:
+    search: str = ""
+    status: str = ""
+    algorithm: str = ""
+    env: str = ""
+    tag: str = ""
+    sort: str = ""
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def filtered(self) -> bool:
+        return any((self.search, self.status, self.algorithm, self.env, self.tag))
+
+
+def read_query(params: QueryDict, sorts: dict, default_sort: str) -> ListQuery:
+    """The list's query parameters, each checked; what does not fit is left out and named in `problems`."""
+    query = ListQuery(search=params.get("q", "").strip()[:MAX_TEXT], env=params.get("env", "").strip()[:MAX_TEXT])
+    status, algorithm, tag, sort = (params.get(name, "").strip() for name in ("status", "algorithm", "tag", "sort"))
+    if status and status not in Run.Status.values:
+        query.problems.append(f"Unknown status “{status[:40]}” ignored; one of {', '.join(Run.Status.values)}.")
+    else:
+        query.status = status
+    if algorithm and algorithm not in trainer.algorithm_names():
+        query.problems.append(f"Unknown algorithm “{algorithm[:40]}” ignored.")
+    else:
+        query.algorithm = algorithm
+    if tag and not TAG.fullmatch(tag):
+        query.problems.append(f"“{tag[:40]}” is not a tag; the tag filter is ignored.")
+    else:
+        query.tag = tag
+    if sort and sort.removeprefix("-") not in sorts:
+        query.problems.append(f"Cannot sort by “{sort[:40]}”; sorted by {default_sort.removeprefix('-')} instead.")
+    query.sort = sort if sort and sort.removeprefix("-") in sorts else default_sort
+    return query
+
+
+def has_tag(tag: str, prefix: str = "") -> Q:
+    """Rows whose tag list holds `tag` (any case). Tags are plain ASCII (forms.TAG), so the list's JSON text
+    holds it as `"tag"`: a text match that works on SQLite and PostgreSQL alike."""
+    return Q(**{f"{prefix}tags__icontains": json.dumps(tag)})
+
+
+def order(queryset, sorts: dict, sort: str):
+    column = F(sorts[sort.removeprefix("-")])
+    ordering = column.desc(nulls_last=True) if sort.startswith("-") else column.asc(nulls_last=True)
+    return queryset.order_by(ordering, "-id")
+
+
+def experiments_for(user, query: ListQuery):
+    experiments = (Experiment.objects.filter(owner=user)
+                   .annotate(run_count=Count("runs"),
+                             running_count=Count("runs", filter=Q(runs__status=Run.Status.RUNNING)),
+                             queued_count=Count("runs", filter=Q(runs__status=Run.Status.QUEUED)),
+                             succeeded_count=Count("runs", filter=Q(runs__status=Run.Status.SUCCEEDED)),
+                             stopped_count=Count("runs", filter=Q(runs__status__in=[
+                                 Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.LOST])),
+                             steps_done=Sum("runs__steps_done"), steps_total=Sum("runs__total_steps"),
+                             progress=Cast(Sum("runs__steps_done"), FloatField()) / Sum("runs__total_steps"),
+                             latest_return=Avg("runs__eval_return_mean"), best_return=Max("runs__best_eval_return")))
+    if query.search:
+        experiments = experiments.filter(name__icontains=query.search)
+    if query.status:
+        experiments = experiments.filter(pk__in=Run.objects.filter(status=query.status).values("experiment_id"))
+    if query.algorithm:
+        experiments = experiments.filter(algorithm=query.algorithm)
+    if query.env:
+        experiments = experiments.filter(env_id=query.env)
+    if query.tag:
+        experiments = experiments.filter(has_tag(query.tag))
+    return order(experiments, EXPERIMENT_SORTS, query.sort)
+
+
+def runs_for(user, query: ListQuery):
+    runs = (Run.objects.filter(experiment__owner=user).select_related("experiment")
+            .annotate(progress=Cast(F("steps_done"), FloatField()) / F("total_steps")))
+    if query.search:
+        runs = runs.filter(experiment__name__icontains=query.search)
+    if query.status:
+        runs = runs.filter(status=query.status)
+    if query.algorithm:
+        runs = runs.filter(experiment__algorithm=query.algorithm)
+    if query.env:
+        runs = runs.filter(experiment__env_id=query.env)
+    if query.tag:
+        runs = runs.filter(has_tag(query.tag, prefix="experiment__"))
+    return order(runs, RUN_SORTS, query.sort)
+
+
+def page_of(queryset, params: QueryDict):
+    """The requested page (Paginator.get_page: a bad or too large number gives the first or last page)."""
+    return Paginator(queryset, PAGE_SIZE).get_page(params.get("page"))
+
+
+def link_query(params: QueryDict, **changes) -> str:
+    """`params` with `changes` applied (None removes a key), as a query string starting with "?"."""
+    query = params.copy()
+    for name, value in changes.items():
+        query.pop(name, None)
+        if value is not None:
+            query[name] = value
+    return "?" + query.urlencode()
+
+
+def page_link_prefix(params: QueryDict) -> str:
+    """The query of the current list without its page, ready for a page number: "?q=x&page=" or "?page="."""
+    query = link_query(params, page=None)
+    return query + ("&page=" if len(query) > 1 else "page=")
+
+
+def sort_links(params: QueryDict, sorts: dict, current: str) -> dict:
+    """For each sort key: the link a column header points to (ascending first, then toggling) and the
+    direction it is sorted in now ("asc", "desc" or "")."""
+    links = {}
+    for key in sorts:
+        direction = "asc" if current == key else "desc" if current == f"-{key}" else ""
+        links[key] = {"url": link_query(params, sort=f"-{key}" if direction == "asc" else key, page=None),
+                      "direction": direction}
+    return links
+
+
+def filter_choices(user) -> dict:
+    """What the filter controls offer: statuses, the algorithms, envs and tags of the user's experiments."""
+    experiments = Experiment.objects.filter(owner=user)
+    tags = sorted({tag for tags in experiments.values_list("tags", flat=True) for tag in tags or []}, key=str.lower)
+    return {"statuses": Run.Status.values,
+            "algorithms": sorted(set(experiments.values_list("algorithm", flat=True))),
+            "envs": sorted(set(experiments.values_list("env_id", flat=True))),
+            "tags": tags}
