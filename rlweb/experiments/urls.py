@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from rlweb.experiments import run_views, views
+from rlweb.experiments import compare_views, run_views, views
 
 urlpatterns = [
     path("signup/", views.signup, name="signup"),
@@ -21,5 +21,9 @@ urlpatterns = [
     path("runs/<int:run_id>/history.json", run_views.run_history, name="run-history"),
     path("runs/<int:run_id>/events.csv", run_views.run_csv, name="run-csv"),
     path("videos/<int:video_id>/", run_views.video_file, name="video-file"),
+    path("compare/", compare_views.compare_page, name="compare"),
+    path("compare/data.json", compare_views.compare_data, name="compare-data"),
+    path("compare/export.csv", compare_views.compare_export, {"format": "csv"}, name="compare-export-csv"),
+    path("compare/export.json", compare_views.compare_export, {"format": "json"}, name="compare-export-json"),
     path("checkpoints/<int:checkpoint_id>/download/", run_views.checkpoint_download, name="checkpoint-download"),
 ]

@@ -1,0 +1,308 @@
+"""Comparing runs: which runs a user may compare, the metrics they share, seed groups aggregated on a common
+grid, the hyperparameter diff, the summary table and the export rows. Plain functions over models and numpy
+arrays; compare_views.py serves them.
+
+Curves come from the run page's downsampled summary (`history.metric_series`: a bounded number of points
+per metric, extremes kept), so a comparison of long runs reads a few thousand points per run, not every
+event. Exports read the stored events in full.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from django.utils import timezone
+
+from rlweb.experiments import history
+from rlweb.experiments.models import Event, Run
+
+MAX_RUNS = 50
+GRID_POINTS = 200  # points of the common grid a group's curves are interpolated onto
+BOOTSTRAP_SAMPLES = 1_000
+BANDS = {"std": "mean ± standard deviation", "minmax": "min to max", "ci95": "95% bootstrap interval of the mean"}
+X_AXES = ("step", "time")
+FIXED_GROUPINGS = {"run": "each run", "experiment": "experiment", "algorithm": "algorithm", "env": "environment"}
+FIRST_METRICS = ("rollout/episode_return", "eval/return_mean", "rollout/episode_length", "train/loss")
+SEPARATORS = str.maketrans({" ": ",", "+": ","})  # `3 7 9` and `3+7+9` read as `3,7,9`
+
+
+class SelectionError(ValueError):
+    """A comparison asked for that cannot be served; the message says why, for the user."""
+
+
+@dataclass(frozen=True)
+class Options:
+    group: str = "run"
+    band: str = "std"
+    x: str = "step"
+    threshold: float | None = None
+
+
+# --- what is compared ---------------------------------------------------------------------------------
+
+def parse_run_ids(values: list[str]) -> list[int]:
+    """Run ids from `runs=3,7,9` (or `runs=3&runs=7`), in order, each once; at most MAX_RUNS."""
+    pieces = [piece.strip() for value in values for piece in value.translate(SEPARATORS).split(",")]
+    ids = []
+    for piece in filter(None, pieces):
+        if not piece.isascii() or not piece.isdigit() or len(piece) > 18:
+            raise SelectionError(f"runs must be run numbers separated by commas; {piece[:20]!r} is not one.")
+        if int(piece) not in ids:
+            ids.append(int(piece))
+    if len(ids) > MAX_RUNS:
+        raise SelectionError(f"A comparison holds at most {MAX_RUNS} runs; {len(ids)} were asked for.")
+    return ids
+
+
+def runs_visible_to(user):
+    """The runs `user` may compare: today, the runs of their own experiments."""
+    return Run.objects.filter(experiment__owner=user).select_related("experiment")
+
+
+def select_runs(user, run_ids: list[int]) -> tuple[list[Run], int]:
+    """The runs asked for that `user` may see, in the order asked, and how many were left out (runs of other
+    users and ids that do not exist count alike, so nothing is told about them)."""
+    found = runs_visible_to(user).in_bulk(run_ids)
+    runs = [found[run_id] for run_id in run_ids if run_id in found]
+    return runs, len(run_ids) - len(runs)
+
+
+def parse_options(params, runs: list[Run]) -> Options:
+    group, band, x = params.get("group", "run"), params.get("band", "std"), params.get("x", "step")
+    if group not in grouping_choices(runs):
+        raise SelectionError(f"group must be one of: {', '.join(grouping_choices(runs))}.")
+    if band not in BANDS:
+        raise SelectionError(f"band must be one of: {', '.join(BANDS)}.")
+    if x not in X_AXES:
+        raise SelectionError(f"x must be one of: {', '.join(X_AXES)}.")
+    return Options(group=group, band=band, x=x, threshold=parse_threshold(params.get("threshold", "")))
+
+
+def parse_threshold(raw: str) -> float | None:
+    if not raw.strip():
+        return None
+    try:
+        threshold = float(raw)
+    except ValueError:
+        raise SelectionError(f"threshold must be a number, not {raw[:20]!r}.") from None
+    if not math.isfinite(threshold):
+        raise SelectionError("threshold must be a finite number.")
+    return threshold
+
+
+def run_label(run: Run) -> str:
+    return f"#{run.pk} {run.experiment.name} · seed {run.seed}"
+
+
+def run_info(run: Run) -> dict:
+    experiment = run.experiment
+    return {"id": run.pk, "label": run_label(run), "url": run.get_absolute_url(), "experiment": experiment.name,
+            "experiment_id": experiment.pk, "algorithm": experiment.algorithm, "env_id": experiment.env_id,
+            "seed": run.seed, "status": run.status, "active": run.is_active,
+            "steps_done": run.steps_done, "total_steps": run.total_steps}
+
+
+# --- hyperparameters -----------------------------------------------------------------------------------
+
+def settings_of(run: Run) -> dict:
+    """Everything that sets a run up: algorithm, environment, seed, budget and the hyperparameters."""
+    experiment = run.experiment
+    return {"algorithm": experiment.algorithm, "env_id": experiment.env_id, "seed": run.seed,
+            "total_steps": experiment.total_steps, "eval_interval": experiment.eval_interval,
+            "eval_episodes": experiment.eval_episodes, "device": experiment.device, **experiment.hyperparameters}
+
+
+def hyperparameter_rows(runs: list[Run]) -> list[dict]:
+    """One row per setting, a value per run (None where a run's algorithm has no such setting), and whether
+    the runs differ in it."""
+    settings = [settings_of(run) for run in runs]
+    names = list(dict.fromkeys(name for setting in settings for name in setting))
+    rows = []
+    for name in names:
+        values = [setting.get(name) for setting in settings]
+        rows.append({"name": name, "values": values, "differs": any(value != values[0] for value in values)})
+    return rows
+
+
+def grouping_choices(runs: list[Run]) -> dict[str, str]:
+    """`group=` values: the fixed groupings, then `hp:<name>` for every setting of the runs."""
+    choices = dict(FIXED_GROUPINGS)
+    for row in hyperparameter_rows(runs):
+        if row["name"] not in ("algorithm", "env_id"):
+            choices[f"hp:{row['name']}"] = row["name"]
+    return choices
+
+
+def group_label(run: Run, group: str) -> str:
+    if group == "run":
+        return run_label(run)
+    if group == "experiment":
+        return f"{run.experiment.name} (#{run.experiment.pk})"
+    if group == "algorithm":
+        return run.experiment.algorithm
+    if group == "env":
+        return run.experiment.env_id
+    name = group.removeprefix("hp:")
+    return f"{name}={settings_of(run).get(name, '–')}"
+
+
+def groups_of(runs: list[Run], group: str) -> dict[str, list[Run]]:
+    """Runs by group label, groups in the order their first run was selected."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(group_label(run, group), []).append(run)
+    return groups
+
+
+# --- aggregation over seeds ----------------------------------------------------------------------------
+
+def common_grid(curves: list[tuple[np.ndarray, np.ndarray]], points: int = GRID_POINTS) -> np.ndarray:
+    """Evenly spaced x values from the earliest first point to the latest last point of the curves."""
+    start = min(float(x[0]) for x, _ in curves)
+    end = max(float(x[-1]) for x, _ in curves)
+    return np.array([start]) if start == end else np.linspace(start, end, points)
+
+
+def on_grid(x: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """`y` interpolated linearly at `grid`; NaN outside the curve's own x range (no extrapolation)."""
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    values = np.interp(grid, x, y)
+    values[(grid < x[0]) | (grid > x[-1])] = np.nan
+    return values
+
+
+def aggregate(curves: list[tuple[list, list]], band: str = "std", grid: np.ndarray | None = None) -> dict:
+    """The mean of several runs' curves and a band around it, on a common grid.
+
+    Each curve (x, y) is interpolated onto the grid within its own x range; at each grid point the mean and
+    band are taken over the curves that reach it (`count`). Curves without points are left out; `seeds` is
+    the number of curves used. Bands: `std`, the sample standard deviation (0 for one curve); `minmax`;
+    `ci95`, the 2.5 and 97.5 percentiles of the mean of curves resampled with replacement."""
+    curves = [(np.asarray(x, dtype=float), np.asarray(y, dtype=float)) for x, y in curves if len(x)]
+    if not curves:
+        return {"x": [], "mean": [], "lower": [], "upper": [], "count": [], "seeds": 0}
+    grid = common_grid(curves) if grid is None else np.asarray(grid, dtype=float)
+    table = np.vstack([on_grid(x, y, grid) for x, y in curves])  # curves × grid points, NaN where not reached
+    present = ~np.isnan(table)
+    count = present.sum(axis=0)
+    keep = count > 0
+    table, present, count, grid = table[:, keep], present[:, keep], count[keep], grid[keep]
+    mean = np.where(present, table, 0.0).sum(axis=0) / count
+    lower, upper = band_of(band, table, present, mean, count)
+    return {"x": grid.tolist(), "mean": mean.tolist(), "lower": lower.tolist(), "upper": upper.tolist(),
+            "count": count.tolist(), "seeds": len(curves)}
+
+
+def band_of(band: str, table, present, mean, count) -> tuple[np.ndarray, np.ndarray]:
+    if band == "std":
+        squares = np.where(present, (table - mean) ** 2, 0.0).sum(axis=0)
+        spread = np.sqrt(squares / np.maximum(count - 1, 1))
+        return mean - spread, mean + spread
+    if band == "minmax":
+        return np.where(present, table, np.inf).min(axis=0), np.where(present, table, -np.inf).max(axis=0)
+    if band == "ci95":
+        return bootstrap_interval(table, present)
+    raise ValueError(f"unknown band {band!r}")
+
+
+def bootstrap_interval(table, present, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0):
+    """The 2.5 and 97.5 percentiles of the mean over curves drawn with replacement (the same draws at every
+    grid point; a draw's mean at a point uses the drawn curves that reach it). Seeded: the same band each time."""
+    random = np.random.default_rng(seed)
+    curves = table.shape[0]
+    values = np.where(present, table, 0.0)
+    means = []
+    for start in range(0, samples, 100):  # 100 draws at a time keeps memory small for 50 curves
+        draws = random.integers(0, curves, size=(min(100, samples - start), curves))
+        reached = present[draws].sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means.append(values[draws].sum(axis=1) / reached)
+    means = np.vstack(means)
+    with np.errstate(invalid="ignore"):
+        lower, upper = np.nanpercentile(means, [2.5, 97.5], axis=0)
+    return lower, upper
+
+
+# --- curves and summaries of runs ----------------------------------------------------------------------
+
+def shared_metrics(series_by_run: dict[int, dict]) -> list[str]:
+    """The metric keys every run with data has, the usual ones first."""
+    keyed = [set(series) for series in series_by_run.values() if series]
+    if not keyed:
+        return []
+    shared = set.intersection(*keyed)
+    return [key for key in FIRST_METRICS if key in shared] + sorted(shared - set(FIRST_METRICS))
+
+
+def curve(series: dict | None, x: str) -> tuple[list, list]:
+    if not series:
+        return [], []
+    return series[x], series["value"]
+
+
+def grouped_metric(runs: list[Run], series_by_run: dict[int, dict], key: str, options: Options) -> list[dict]:
+    groups = []
+    for label, members in groups_of(runs, options.group).items():
+        curves = [curve(series_by_run[run.pk].get(key), options.x) for run in members]
+        groups.append({"label": label, "runs": [run.pk for run in members], **aggregate(curves, options.band)})
+    return groups
+
+
+def steps_to_reach(run: Run, threshold: float) -> int | None:
+    """The env step of the run's first evaluation whose mean return is at least `threshold`."""
+    first = Event.objects.filter(run=run, kind="eval", **{"values__eval/return_mean__gte": threshold}).order_by("seq")
+    return first.values_list("step", flat=True).first()
+
+
+def summary_row(run: Run, evaluations: dict | None, threshold: float | None) -> dict:
+    """Final and best eval return (from the run row once it ended, else from its drawn evaluations), env steps
+    to reach `threshold`, wall seconds and env steps per second of the current attempt, and the device."""
+    values = evaluations["value"] if evaluations else []
+    final = run.eval_return_mean if run.eval_return_mean is not None else (values[-1] if values else None)
+    best = run.best_eval_return if run.best_eval_return is not None else (max(values) if values else None)
+    seconds = None
+    if run.started_at:
+        seconds = ((run.finished_at or timezone.now()) - run.started_at).total_seconds()
+    steps = run.steps_done - run.start_step
+    return {"run": run.pk, "label": run_label(run), "status": run.status, "final_eval_return": final,
+            "best_eval_return": best, "steps_to_threshold": steps_to_reach(run, threshold) if threshold is not None
+            else None, "wall_seconds": seconds, "steps_per_second": steps / seconds if seconds and steps > 0 else None,
+            "device": run.device_used or run.experiment.device, "steps_done": run.steps_done}
+
+
+def comparison(runs: list[Run], options: Options) -> dict:
+    """Everything the compare page draws: runs, each shared metric's per-run curves (and groups unless each
+    run is its own), the summary table and the videos."""
+    series_by_run = {run.pk: history.metric_series(run) for run in runs}
+    metrics = []
+    for key in shared_metrics(series_by_run):
+        metric = {"key": key, "runs": {run.pk: series_by_run[run.pk].get(key) for run in runs}}
+        if options.group != "run":
+            metric["groups"] = grouped_metric(runs, series_by_run, key, options)
+        metrics.append(metric)
+    return {"runs": [run_info(run) for run in runs], "options": options.__dict__, "metrics": metrics,
+            "summary": [summary_row(run, series_by_run[run.pk].get("eval/return_mean"), options.threshold)
+                        for run in runs],
+            "videos": {run.pk: history.video_list(run) for run in runs}}
+
+
+# --- export --------------------------------------------------------------------------------------------
+
+EXPORT_COLUMNS = ["run", "experiment", "algorithm", "env_id", "seed", "seq", "kind", "step", "time", "key", "value"]
+
+
+def export_rows(runs: list[Run]):
+    """Every stored metric value of the runs, one row each (long format), run by run in seq order."""
+    for run in runs:
+        through = history.last_stored_seq(run)
+        experiment = run.experiment
+        head = [run.pk, experiment.name, experiment.algorithm, experiment.env_id, run.seed]
+        events = Event.objects.filter(run=run, kind__in=history.METRIC_KINDS, seq__lte=through).order_by("seq")
+        for seq, kind, step, time, values in events.values_list("seq", "kind", "step", "time", "values").iterator(
+                chunk_size=5_000):
+            for key, value in values.items():
+                if history.is_number(value):
+                    yield [*head, seq, kind, step, time, key, value]

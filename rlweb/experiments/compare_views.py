@@ -1,0 +1,111 @@
+"""The compare page and its endpoints. The URL holds the selection (`/compare/?runs=3,7,9`) and the chart
+options; runs the user may not see are left out and only counted. The logic is in compare.py."""
+
+from __future__ import annotations
+
+import csv
+import json
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import JsonResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from rlweb.experiments import compare, history
+from rlweb.experiments.models import Experiment
+from rlweb.experiments.run_views import Echo
+
+CANDIDATES = 200  # the user's latest runs offered under "Add runs"
+
+
+def selection(request) -> tuple[list, int, compare.Options]:
+    """The runs asked for that the user may see, how many were left out, and the options (SelectionError)."""
+    runs, left_out = compare.select_runs(request.user, compare.parse_run_ids(request.GET.getlist("runs")))
+    return runs, left_out, compare.parse_options(request.GET, runs)
+
+
+def compare_page(request):
+    if request.GET.getlist("experiment") or len(request.GET.getlist("runs")) > 1:
+        return redirect(canonical_url(request))
+    try:
+        runs, left_out, options = selection(request)
+    except compare.SelectionError as error:
+        return render(request, "experiments/compare.html", {"error": str(error)}, status=400)
+    run_ids = [run.pk for run in runs]
+    rows = compare.hyperparameter_rows(runs)
+    return render(request, "experiments/compare.html", {
+        "runs": runs, "run_ids": ",".join(map(str, run_ids)), "left_out": left_out, "options": options,
+        "hyperparameters": rows, "settings_differ": any(row["differs"] for row in rows),
+        "groupings": compare.grouping_choices(runs), "bands": compare.BANDS, "max_runs": compare.MAX_RUNS,
+        "columns": [(run, compare_url([pk for pk in run_ids if pk != run.pk], request.GET)) for run in runs],
+        "candidates": compare.runs_visible_to(request.user).exclude(pk__in=run_ids).order_by("-pk")[:CANDIDATES]})
+
+
+def canonical_url(request) -> str:
+    """`?runs=3&runs=7` (a form of checkboxes) and `?experiment=2` (all its runs) as `?runs=3,7,...`."""
+    try:
+        run_ids = compare.parse_run_ids(request.GET.getlist("runs"))
+    except compare.SelectionError:  # the page itself then says what is wrong
+        return compare_url([], request.GET, runs=",".join(request.GET.getlist("runs")))
+    experiment_ids = [value for value in request.GET.getlist("experiment") if value.isascii() and value.isdigit()]
+    experiments = Experiment.objects.filter(owner=request.user, pk__in=experiment_ids)
+    for experiment in experiments:
+        run_ids += [run.pk for run in experiment.runs.all() if run.pk not in run_ids]
+    if len(experiments) < len(request.GET.getlist("experiment")):
+        messages.warning(request, "Some of the experiments asked for were left out: they do not exist or are "
+                                  "not yours.")
+    return compare_url(run_ids, request.GET)
+
+
+def compare_url(run_ids: list[int], params, runs: str | None = None) -> str:
+    query = {key: params[key] for key in ("group", "band", "x", "threshold", "smooth", "log") if params.get(key)}
+    query = {"runs": runs if runs is not None else ",".join(map(str, run_ids)), **query}
+    return f"{reverse('compare')}?{urlencode(query, safe=',')}"
+
+
+def compare_data(request):
+    """What the page draws: curves (downsampled), group means and bands, the summary and the videos."""
+    try:
+        runs, left_out, options = selection(request)
+    except compare.SelectionError as error:
+        return JsonResponse({"error": str(error)}, status=400)
+    return JsonResponse({"left_out": left_out, **compare.comparison(runs, options)})
+
+
+def compare_export(request, format: str):
+    """Every stored metric value of the selected runs, as CSV (long format) or JSON, streamed."""
+    try:
+        runs, _, options = selection(request)
+    except compare.SelectionError as error:
+        return JsonResponse({"error": str(error)}, status=400)
+    if format == "csv":
+        writer = csv.writer(Echo())
+        body = (writer.writerow(row) for row in prepend(compare.EXPORT_COLUMNS, compare.export_rows(runs)))
+        response = StreamingHttpResponse(body, content_type="text/csv; charset=utf-8")
+    else:
+        response = StreamingHttpResponse(json_export(runs, options), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="compare-{len(runs)}-runs.{format}"'
+    return response
+
+
+def prepend(first, rest):
+    yield first
+    yield from rest
+
+
+def json_export(runs: list, options: compare.Options):
+    """`{"runs": [...], "settings": ..., "summary": [...], "columns": [...], "rows": [[...], ...]}`, in pieces."""
+    head = {"runs": [compare.run_info(run) for run in runs],
+            "settings": {run.pk: compare.settings_of(run) for run in runs},
+            "summary": [compare.summary_row(run, history.metric_series(run).get("eval/return_mean"), options.threshold)
+                        for run in runs],
+            "columns": compare.EXPORT_COLUMNS}
+    yield json.dumps(head)[:-1] + ', "rows": ['
+    batch, separator = [], ""
+    for row in compare.export_rows(runs):
+        batch.append(json.dumps(row))
+        if len(batch) == 1_000:
+            yield separator + ",".join(batch)
+            batch, separator = [], ","
+    yield (separator + ",".join(batch) if batch else "") + "]}"
