@@ -1,6 +1,8 @@
-// The run page: draw the stored history, then follow the live stream and append points as they come.
-// Every event has a sequence number `seq`; the stream resumes after the last one drawn, so no point
-// is lost or drawn twice, also after the browser reconnects (it sends Last-Event-ID).
+// The run page: draw the stored history (one chart per metric, downsampled on the server), then follow
+// the live stream and add points, log lines, checkpoints and videos as they come.
+// Every event has a sequence number `seq`. The history says up to which seq each metric holds
+// (`through_seq`) and where the stream picks up (`last_seq`), so no point is lost or drawn twice, also
+// after the browser reconnects (it sends Last-Event-ID).
 (function () {
   "use strict";
 
@@ -9,28 +11,114 @@
   const progress = document.getElementById("run-progress");
   const progressText = document.getElementById("run-progress-text");
   const liveIndicator = document.getElementById("live-indicator");
-  const returnChart = document.getElementById("chart-episode-return");
-  const lossChart = document.getElementById("chart-train-loss");
+  const chartList = document.getElementById("charts");
+  const logList = document.getElementById("log-list");
   const totalSteps = Number(page.dataset.totalSteps);
   const finishedStatuses = ["succeeded", "failed", "cancelled", "lost"];
-  const movingAverageWindow = 20;
-  const drawDelayMilliseconds = 250;
+  const metricKinds = ["episode", "train", "eval", "time"];
+  const logKinds = ["started", "checkpoint", "video", "eval", "finished", "failed"];
+  // charts in this order first, the rest by name
+  const firstKeys = ["rollout/episode_return", "eval/return_mean", "rollout/episode_length", "train/loss",
+                     "train/epsilon", "train/entropy", "train/learning_rate", "time/steps_per_second"];
+  const maxLivePoints = 4000;  // a series that grows past this keeps the smallest and largest of each 4 points
+  const maxLogLines = 500;
+  const drawIntervalMilliseconds = 40;  // live points are drawn in batches, at most this often
 
+  const charts = new Map();  // metric key -> {key, element, step, time, value, low, high, count, throughSeq}
+  const controls = {smoothing: 0.6, xAxis: "step", logY: false};
   let stepsDone = Number(progress.value);
   let episodeCount = 0;
-  let recentReturns = [];
+  let bestEval = null;
   let pending = [];
   let drawTimer = null;
-  const evaluations = {x: [], y: [], error: []};
+  let revision = 0;
 
   const plotConfig = {responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"]};
 
-  function layout(yTitle) {
+  // --- charts ---------------------------------------------------------------------------------------
+
+  function isNumber(value) {
+    return typeof value === "number" && Number.isFinite(value);
+  }
+
+  // A `..._std` drawn as the band of its `..._mean` gets no chart of its own.
+  function isBandOf(key, keys) {
+    return key.endsWith("_std") && keys.has(key.slice(0, -4) + "_mean");
+  }
+
+  function chartOrder(key) {
+    const index = firstKeys.indexOf(key);
+    return index >= 0 ? String(index).padStart(3, "0") : "zzz" + key;
+  }
+
+  function chartFor(key) {
+    let chart = charts.get(key);
+    if (chart) return chart;
+    const card = document.createElement("figure");
+    card.className = "chart-card";
+    card.dataset.metric = key;
+    const title = document.createElement("figcaption");
+    title.textContent = key;
+    const note = document.createElement("span");
+    note.className = "muted chart-note";
+    title.append(" ", note);
+    const element = document.createElement("div");
+    element.className = "chart";
+    element.setAttribute("role", "img");
+    element.setAttribute("aria-label", `${key} against ${controls.xAxis === "step" ? "env steps" : "wall time"}`);
+    card.append(title, element);
+    const after = [...chartList.children].find((other) => chartOrder(other.dataset.metric) > chartOrder(key));
+    chartList.insertBefore(card, after || null);
+    document.getElementById("charts-empty").hidden = true;
+    chart = {key, element, note, step: [], time: [], value: [], low: null, high: null, count: 0, throughSeq: 0};
+    charts.set(key, chart);
+    return chart;
+  }
+
+  // Exponential moving average with the start debiased (as TensorBoard smooths).
+  function smooth(values, weight) {
+    const result = new Array(values.length);
+    let average = 0;
+    let debias = 1;
+    for (let index = 0; index < values.length; index += 1) {
+      average = average * weight + (1 - weight) * values[index];
+      debias *= weight;
+      result[index] = weight > 0 ? average / (1 - debias) : values[index];
+    }
+    return result;
+  }
+
+  function traces(chart) {
+    const x = controls.xAxis === "step" ? chart.step : chart.time;
+    const hover = "%{y:.4~g}<extra>%{fullData.name}</extra>";
+    const drawn = [];
+    if (chart.low) {
+      drawn.push({x, y: chart.high, mode: "lines", type: "scatter", line: {width: 0}, hoverinfo: "skip",
+                  showlegend: false, name: "mean + std"});
+      drawn.push({x, y: chart.low, mode: "lines", type: "scatter", line: {width: 0}, fill: "tonexty",
+                  fillcolor: "rgba(217, 83, 79, 0.15)", hoverinfo: "skip", name: "± std"});
+    }
+    const smoothed = controls.smoothing > 0;
+    drawn.push({x, y: chart.value, name: "raw", type: "scatter", mode: chart.value.length > 400 ? "lines" : "lines+markers",
+                line: {width: 1, color: smoothed ? "rgba(59, 110, 214, 0.28)" : "#3b6ed6"},
+                marker: {size: 3, color: smoothed ? "rgba(59, 110, 214, 0.28)" : "#3b6ed6"}, hovertemplate: hover});
+    if (smoothed) {
+      drawn.push({x, y: smooth(chart.value, controls.smoothing), name: "smoothed", type: "scatter", mode: "lines",
+                  line: {width: 2, color: "#1f3f8a"}, hovertemplate: hover});
+    }
+    return drawn;
+  }
+
+  function layout() {
+    revision += 1;
     return {
-      margin: {l: 56, r: 16, t: 8, b: 44},
-      xaxis: {title: {text: "env steps"}, rangemode: "tozero", gridcolor: "#e7eaf0", zeroline: false},
-      yaxis: {title: {text: yTitle}, gridcolor: "#e7eaf0", zeroline: false},
-      legend: {orientation: "h", x: 0, y: 1.02, yanchor: "bottom"},
+      uirevision: controls.xAxis + controls.logY,  // zoom and pan survive new points, not a change of axis
+      datarevision: revision,
+      margin: {l: 56, r: 12, t: 6, b: 40},
+      xaxis: {title: {text: controls.xAxis === "step" ? "env steps" : "wall time (s)"}, gridcolor: "#e7eaf0",
+              zeroline: false},
+      yaxis: {type: controls.logY ? "log" : "linear", gridcolor: "#e7eaf0", zeroline: false},
+      showlegend: false,
       paper_bgcolor: "rgba(0,0,0,0)",
       plot_bgcolor: "rgba(0,0,0,0)",
       font: {family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12, color: "#2b3040"},
@@ -38,20 +126,76 @@
     };
   }
 
-  function drawEmptyCharts() {
-    Plotly.newPlot(returnChart, [
-      {name: "episode return", x: [], y: [], mode: "markers", type: "scatter",
-       marker: {size: 4, color: "rgba(59, 110, 214, 0.45)"}},
-      {name: "eval return (mean ± std)", x: [], y: [], mode: "lines+markers", type: "scatter",
-       line: {color: "#d9534f", width: 2}, marker: {size: 7},
-       error_y: {type: "data", array: [], visible: true, color: "rgba(217, 83, 79, 0.5)"}},
-      {name: `moving average (${movingAverageWindow} episodes)`, x: [], y: [], mode: "lines", type: "scatter",
-       line: {color: "#1f3f8a", width: 2}},
-    ], layout("return"), plotConfig);
-    Plotly.newPlot(lossChart, [
-      {name: "train/loss", x: [], y: [], mode: "lines", type: "scatter", line: {color: "#6c4bb4", width: 1.5}},
-    ], layout("loss"), plotConfig);
+  function draw(chart) {
+    const shown = chart.value.length;
+    chart.note.textContent = shown < chart.count ? `${shown} of ${chart.count} points drawn` : `${chart.count} points`;
+    return Plotly.react(chart.element, traces(chart), layout(), plotConfig);
   }
+
+  function drawAll() {
+    return Promise.all([...charts.values()].map(draw));
+  }
+
+  // Keep the smallest and the largest point of each 4, in their order: extremes stay, the count shrinks.
+  function compact(chart) {
+    const columns = ["step", "time", "value", ...(chart.low ? ["low", "high"] : [])];
+    const kept = Object.fromEntries(columns.map((column) => [column, []]));
+    for (let start = 0; start < chart.value.length; start += 4) {
+      const indexes = [0, 1, 2, 3].map((offset) => start + offset).filter((index) => index < chart.value.length);
+      const smallest = indexes.reduce((a, b) => (chart.value[b] < chart.value[a] ? b : a));
+      const largest = indexes.reduce((a, b) => (chart.value[b] > chart.value[a] ? b : a));
+      for (const index of [...new Set([smallest, largest])].sort((a, b) => a - b)) {
+        for (const column of columns) kept[column].push(chart[column][index]);
+      }
+    }
+    Object.assign(chart, kept);
+  }
+
+  function loadSeries(metrics) {
+    const keys = new Set(Object.keys(metrics));
+    for (const key of Object.keys(metrics).sort((a, b) => chartOrder(a).localeCompare(chartOrder(b)))) {
+      if (isBandOf(key, keys)) continue;
+      const series = metrics[key];
+      const chart = chartFor(key);
+      Object.assign(chart, {step: series.step, time: series.time, value: series.value, count: series.count,
+                            low: series.low || null, high: series.high || null, throughSeq: series.through_seq});
+    }
+    const returns = metrics["rollout/episode_return"];
+    if (returns) episodeCount = returns.count;
+    const evals = metrics["eval/return_mean"];
+    if (evals && evals.value.length) bestEval = Math.max(...evals.value);
+  }
+
+  // A metric event's values become points of their charts; returns the charts that changed.
+  function addPoints(event, changed) {
+    const keys = new Set(Object.keys(event.values));
+    for (const [key, value] of Object.entries(event.values)) {
+      if (!isNumber(value) || isBandOf(key, keys)) continue;
+      const chart = chartFor(key);
+      if (event.seq <= chart.throughSeq) continue;  // already in the history
+      chart.step.push(event.step);
+      chart.time.push(event.time);
+      chart.value.push(value);
+      const spread = key.endsWith("_mean") ? event.values[key.slice(0, -5) + "_std"] : undefined;
+      if (isNumber(spread)) {
+        if (!chart.low) {
+          chart.low = chart.value.slice(0, -1);
+          chart.high = chart.value.slice(0, -1);
+        }
+        chart.low.push(value - spread);
+        chart.high.push(value + spread);
+      } else if (chart.low) {
+        chart.low.push(value);
+        chart.high.push(value);
+      }
+      chart.count += 1;
+      chart.throughSeq = event.seq;
+      if (chart.value.length > maxLivePoints) compact(chart);
+      changed.add(chart);
+    }
+  }
+
+  // --- the rest of the page -------------------------------------------------------------------------
 
   function setStatus(status) {
     statusLabel.textContent = status;
@@ -75,6 +219,20 @@
     document.getElementById("run-error").hidden = false;
   }
 
+  function showNumbers(event) {
+    const values = event.values;
+    if (event.kind === "eval" && isNumber(values["eval/return_mean"])) {
+      const spread = isNumber(values["eval/return_std"]) ? ` ± ${values["eval/return_std"].toFixed(1)}` : "";
+      document.getElementById("eval-return").textContent = values["eval/return_mean"].toFixed(1) + spread;
+      bestEval = bestEval === null ? values["eval/return_mean"] : Math.max(bestEval, values["eval/return_mean"]);
+    }
+    if (event.kind === "time" && isNumber(values["time/steps_per_second"])) {
+      document.getElementById("steps-per-second").textContent = Math.round(values["time/steps_per_second"]);
+    }
+    if (bestEval !== null) document.getElementById("best-eval-return").textContent = bestEval.toFixed(1);
+    document.getElementById("episode-count").textContent = episodeCount || "–";
+  }
+
   function checkpointItem(id, tag, step, url) {
     const item = document.createElement("li");
     item.dataset.checkpointId = id;
@@ -90,7 +248,7 @@
     return item;
   }
 
-  // The checkpoints the run has now (from the history endpoint): replaces the list.
+  // The checkpoints the run has now (from the history): replaces the list.
   function showCheckpoints(checkpoints) {
     const list = document.getElementById("checkpoint-list");
     list.replaceChildren(...checkpoints.map((c) => checkpointItem(c.id, c.tag, c.step, c.url)));
@@ -109,72 +267,113 @@
     document.getElementById("checkpoint-empty").hidden = true;
   }
 
-  // Turn a batch of events into chart points and page updates.
-  function apply(events, live) {
-    const episodes = {x: [], y: []};
-    const averages = {x: [], y: []};
-    const losses = {x: [], y: []};
-    let evaluated = false;
-    for (const event of events) {
-      const values = event.values;
-      setProgress(event.step);
-      if (event.kind === "started") {
-        setStatus("running");
-      } else if (event.kind === "episode") {
-        const episodeReturn = values["rollout/episode_return"];
-        episodes.x.push(event.step);
-        episodes.y.push(episodeReturn);
-        recentReturns.push(episodeReturn);
-        if (recentReturns.length > movingAverageWindow) recentReturns.shift();
-        averages.x.push(event.step);
-        averages.y.push(recentReturns.reduce((sum, value) => sum + value, 0) / recentReturns.length);
-        episodeCount += 1;
-      } else if (event.kind === "eval") {
-        evaluations.x.push(event.step);
-        evaluations.y.push(values["eval/return_mean"]);
-        evaluations.error.push(values["eval/return_std"]);
-        evaluated = true;
-      } else if (event.kind === "train" && values["train/loss"] !== undefined) {
-        losses.x.push(event.step);
-        losses.y.push(values["train/loss"]);
-      } else if (event.kind === "time") {
-        document.getElementById("steps-per-second").textContent = Math.round(values["time/steps_per_second"]);
-      } else if (event.kind === "checkpoint" && live) {
-        addCheckpoint(values);
-      } else if (event.kind === "finished") {
-        setStatus(values.status);
-      } else if (event.kind === "failed") {
-        setStatus("failed");
-        showError(values.error);
-      }
-    }
-    if (episodes.x.length) {
-      Plotly.extendTraces(returnChart, {x: [episodes.x, averages.x], y: [episodes.y, averages.y]}, [0, 2]);
-      document.getElementById("episode-count").textContent = episodeCount;
-    }
-    if (evaluated) {
-      Plotly.restyle(returnChart, {x: [evaluations.x], y: [evaluations.y], "error_y.array": [evaluations.error]}, [1]);
-      const last = evaluations.y.length - 1;
-      document.getElementById("eval-return").textContent =
-        `${evaluations.y[last].toFixed(1)} ± ${evaluations.error[last].toFixed(1)}`;
-      document.getElementById("best-eval-return").textContent = Math.max(...evaluations.y).toFixed(1);
-    }
-    if (losses.x.length) {
-      Plotly.extendTraces(lossChart, {x: [losses.x], y: [losses.y]}, [0]);
+  // A video recorded while we watch goes first: the gallery is newest first.
+  function addVideo(values) {
+    const list = document.getElementById("video-list");
+    if (!values.video_id || list.querySelector(`[data-video-id="${values.video_id}"]`)) return;
+    const figure = document.createElement("figure");
+    figure.className = "video";
+    figure.dataset.videoId = values.video_id;
+    const video = document.createElement("video");
+    video.controls = true;
+    video.preload = "metadata";
+    video.src = page.dataset.videoUrl.replace("/0/", `/${values.video_id}/`);
+    const caption = document.createElement("figcaption");
+    const episodeReturn = isNumber(values.episode_return) ? ` · return ${values.episode_return.toFixed(1)}` : "";
+    caption.textContent = `step ${values.step}${episodeReturn}`;
+    figure.append(video, caption);
+    list.prepend(figure);
+    document.getElementById("video-empty").hidden = true;
+  }
+
+  function logText(event) {
+    const values = event.values;
+    switch (event.kind) {
+      case "started":
+        return `started ${values.algorithm || ""} on ${values.env_id || ""} (${values.device || "?"}, seed ${values.seed})`;
+      case "checkpoint":
+        return `checkpoint saved: ${values.tag}`;
+      case "video":
+        return values.error ? values.error : `video recorded: return ${isNumber(values.episode_return) ? values.episode_return.toFixed(1) : "?"}`;
+      case "eval":
+        return `evaluation: return ${isNumber(values["eval/return_mean"]) ? values["eval/return_mean"].toFixed(2) : "?"}` +
+          (isNumber(values["eval/return_std"]) ? ` ± ${values["eval/return_std"].toFixed(2)}` : "");
+      case "finished":
+        return `finished: ${values.status}` + (isNumber(values.seconds) ? ` after ${values.seconds.toFixed(1)} s` : "");
+      case "failed":
+        return `failed: ${values.error}`;
+      default:
+        return event.kind;
     }
   }
 
-  // Live events arrive one by one; draw them in small batches.
+  function addLogLine(event) {
+    const item = document.createElement("li");
+    item.className = "log-" + event.kind;
+    item.dataset.seq = event.seq;
+    const where = document.createElement("span");
+    where.className = "log-where";
+    where.textContent = `step ${event.step} · ${event.time.toFixed(1)} s`;
+    const text = document.createElement("span");
+    text.textContent = logText(event);
+    item.append(where, text);
+    if (event.kind === "failed" && event.values.traceback) {
+      const details = document.createElement("details");
+      const summary = document.createElement("summary");
+      summary.textContent = "Traceback";
+      const pre = document.createElement("pre");
+      pre.textContent = event.values.traceback;
+      details.append(summary, pre);
+      item.append(details);
+    }
+    const atBottom = logList.scrollHeight - logList.scrollTop - logList.clientHeight < 40;
+    logList.append(item);
+    while (logList.children.length > maxLogLines) logList.firstElementChild.remove();
+    if (atBottom) logList.scrollTop = logList.scrollHeight;  // follow the newest line unless scrolled up
+    document.getElementById("log-empty").hidden = true;
+  }
+
+  // --- following the run ----------------------------------------------------------------------------
+
+  function apply(events) {
+    const changed = new Set();
+    for (const event of events) {
+      setProgress(event.step);
+      if (metricKinds.includes(event.kind)) addPoints(event, changed);
+      if (event.kind === "episode") episodeCount += 1;
+      if (logKinds.includes(event.kind)) addLogLine(event);
+      if (event.kind === "started") setStatus("running");
+      else if (event.kind === "checkpoint") addCheckpoint(event.values);
+      else if (event.kind === "video") addVideo(event.values);
+      else if (event.kind === "finished") setStatus(event.values.status);
+      else if (event.kind === "failed") {
+        setStatus("failed");
+        showError(event.values.error);
+      }
+      showNumbers(event);
+    }
+    return Promise.all([...changed].map(draw));
+  }
+
+  // Live events arrive one by one; draw them in small batches, then tell whoever listens (tests, benchmarks).
   function queue(event) {
     pending.push(event);
-    if (drawTimer === null) {
-      drawTimer = setTimeout(() => {
+    schedule();
+  }
+
+  function schedule() {
+    if (drawTimer !== null || !pending.length) return;
+    drawTimer = setTimeout(async () => {
+      const batch = pending;
+      pending = [];
+      await apply(batch);
+      requestAnimationFrame(() => {  // the points are on screen at the next frame
         drawTimer = null;
-        const batch = pending;
-        pending = [];
-        apply(batch, true);
-      }, drawDelayMilliseconds);
-    }
+        page.dataset.drawnSeq = batch[batch.length - 1].seq;
+        window.dispatchEvent(new CustomEvent("run-page:drawn", {detail: {seqs: batch.map((e) => e.seq)}}));
+        schedule();
+      });
+    }, drawIntervalMilliseconds);
   }
 
   function follow(lastSeq) {
@@ -185,23 +384,50 @@
     source.addEventListener("end", (message) => {
       source.close();
       const status = JSON.parse(message.data).status;
-      setTimeout(() => setStatus(status), drawDelayMilliseconds * 2);
+      setTimeout(() => setStatus(status), drawIntervalMilliseconds * 4);
+    });
+  }
+
+  function listenToControls() {
+    const smoothing = document.getElementById("smoothing");
+    smoothing.addEventListener("input", () => {
+      controls.smoothing = Number(smoothing.value);
+      document.getElementById("smoothing-value").textContent = controls.smoothing.toFixed(2);
+      drawAll();
+    });
+    document.getElementById("x-axis").addEventListener("change", (change) => {
+      controls.xAxis = change.target.value;
+      drawAll();
+    });
+    document.getElementById("log-y").addEventListener("change", (change) => {
+      controls.logY = change.target.checked;
+      drawAll();
     });
   }
 
   async function start() {
-    drawEmptyCharts();
-    const response = await fetch(page.dataset.eventsUrl, {headers: {Accept: "application/json"}});
+    controls.smoothing = Number(document.getElementById("smoothing").value);
+    controls.xAxis = document.getElementById("x-axis").value;
+    controls.logY = document.getElementById("log-y").checked;
+    listenToControls();
+    const response = await fetch(page.dataset.historyUrl, {headers: {Accept: "application/json"}});
     if (!response.ok) {
       showError(`Could not load the run's history (HTTP ${response.status}).`);
       return;
     }
     const history = await response.json();
-    apply(history.events, false);
+    loadSeries(history.metrics);
+    history.log.forEach(addLogLine);
+    history.log.forEach(showNumbers);
+    showNumbers({kind: "", values: {}});
     showCheckpoints(history.checkpoints);
     setProgress(history.run.steps_done);
     setStatus(history.run.status);
     if (history.run.error) showError(history.run.error);
+    await drawAll();
+    page.dataset.drawnSeq = history.last_seq;
+    page.dataset.ready = "1";
+    performance.mark("run-page-drawn");
     if (!history.run.finished) follow(history.last_seq);
   }
 
