@@ -198,3 +198,24 @@ def test_the_json_export_has_runs_settings_summary_and_every_value(owner_client,
 def test_an_export_of_no_visible_runs_is_empty(stranger_client, sweep):
     data = json.loads(b"".join(stranger_client.get(JSON, {"runs": ids(*sweep)}).streaming_content))
     assert data["runs"] == [] and data["rows"] == []
+
+
+# --- the ways in: lists and pages ------------------------------------------------------------------------
+
+def test_the_run_list_has_a_checkbox_per_run_for_the_compare_form(owner_client, sweep):
+    page = owner_client.get(reverse("run-list")).content.decode()
+    assert f'<form method="get" action="{PAGE}" id="compare-form">' in page
+    for run in sweep:
+        assert f'name="runs" value="{run.pk}" form="compare-form"' in page
+
+
+def test_the_experiment_list_compares_the_runs_of_the_ticked_experiments(owner_client, sweep):
+    page = owner_client.get(reverse("experiment-list")).content.decode()
+    assert f'name="experiment" value="{sweep[0].experiment_id}" form="compare-form"' in page
+
+
+def test_the_experiment_page_links_to_a_comparison_of_all_its_seeds(owner_client, sweep):
+    page = owner_client.get(reverse("experiment-detail", args=[sweep[0].experiment_id])).content.decode()
+    link = f'{PAGE}?experiment={sweep[0].experiment_id}'
+    assert f'href="{link}"' in page
+    assert owner_client.get(link).url == f"{PAGE}?runs={ids(*sweep)}"
