@@ -58,6 +58,7 @@ def use_site_database(var: Path) -> None:
     """Point this process's Django at the devserver's database, media and Redis."""
     os.environ["RLWEB_VAR_DIR"] = str(var)
     os.environ["REDIS_URL"] = f"unix://{var / 'redis.sock'}?db=0"
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # the ORM runs beside playwright's event loop, in one thread
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlweb.settings")
     import django
 

@@ -14,9 +14,9 @@ def test_it_shows_status_progress_and_the_chart_of_a_queued_run(owner_client, qu
     assert re.search(r'id="run-status"[^>]*>queued<', html)
     assert f'<progress id="run-progress" max="{queued_run.total_steps}" value="0">' in html
     assert f"0 / {queued_run.total_steps} steps" in html
-    assert 'id="chart-episode-return"' in html
+    assert 'id="charts"' in html
     assert 'id="cancel-form"' in html
-    assert reverse("run-events", args=[queued_run.pk]) in html and reverse("run-stream", args=[queued_run.pk]) in html
+    assert reverse("run-history", args=[queued_run.pk]) in html and reverse("run-stream", args=[queued_run.pk]) in html
 
 
 def test_a_finished_run_links_its_checkpoints(owner_client, trained_run):
@@ -43,3 +43,35 @@ def test_a_stranger_gets_a_404(stranger_client, queued_run):
 def test_a_missing_or_huge_id_is_a_404(owner_client):
     assert owner_client.get(reverse("run-detail", args=[9999])).status_code == 404
     assert owner_client.get("/runs/99999999999999999999999/").status_code == 404
+
+
+def test_it_shows_the_configuration_device_host_and_timings(owner_client, trained_run):
+    html = owner_client.get(reverse("run-detail", args=[trained_run.pk])).content.decode()
+    config = html[html.index('id="run-config"'):html.index('id="run-timings"')]
+    experiment = trained_run.experiment
+    for label, value in [("Algorithm", "dqn"), ("Seed", "0"), ("Total steps", str(trained_run.total_steps)),
+                         ("Eval interval", "200 steps, 2 episodes"), ("Checkpoint interval", "off"),
+                         ("Video interval", "off"), ("Device asked for", "cpu"), ("Device used", "cpu"),
+                         ("Worker host", trained_run.worker_host)]:
+        assert re.search(rf"<dt>{label}</dt><dd>{re.escape(value)}</dd>", config), label
+    assert "<code>CartPole-v1</code>" in config
+    for name, value in experiment.hyperparameters.items():
+        assert f"<dt><code>{name}</code></dt><dd>{value}</dd>" in config
+    timings = html[html.index('id="run-timings"'):]
+    assert re.search(r"<dt>Finished</dt><dd>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d</dd>", timings)
+    assert "<dt>Duration</dt><dd>0" in timings  # "0 minutes" for a run of seconds
+
+
+def test_a_failed_run_shows_its_error_and_traceback(owner_client, queued_run):
+    queued_run.mark_failed("ValueError: the env exploded", 'Traceback (most recent call last):\n  File "x.py"')
+    html = owner_client.get(reverse("run-detail", args=[queued_run.pk])).content.decode()
+    assert '<span id="run-error-text">ValueError: the env exploded</span>' in html
+    assert "<summary>Traceback</summary><pre>Traceback (most recent call last):\n  File &quot;x.py&quot;</pre>" in html
+
+
+def test_it_has_the_chart_controls_the_log_and_the_csv_link(owner_client, queued_run):
+    html = owner_client.get(reverse("run-detail", args=[queued_run.pk])).content.decode()
+    for element in ('id="smoothing"', 'id="x-axis"', 'id="log-y"', 'id="charts"', 'id="log-list"',
+                    'id="video-list"', f'href="{reverse("run-csv", args=[queued_run.pk])}"',
+                    f'data-history-url="{reverse("run-history", args=[queued_run.pk])}"'):
+        assert element in html, element
