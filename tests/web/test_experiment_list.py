@@ -30,3 +30,106 @@ def test_it_marks_runs_whose_worker_went_silent_as_lost(owner_client, queued_run
     owner_client.get(reverse("experiment-list"))
     queued_run.refresh_from_db()
     assert queued_run.status == "lost" and queued_run.error and queued_run.finished_at
+
+
+import pytest  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from rlweb.experiments import lists  # noqa: E402
+from rlweb.experiments.models import Experiment, Run  # noqa: E402
+
+URL = reverse("experiment-list")
+
+
+@pytest.fixture
+def experiments(make_experiment):
+    cartpole = make_experiment(name="CartPole baseline", tags=["baseline", "cartpole"])
+    Run.objects.create(experiment=cartpole, seed=0, total_steps=400, steps_done=400, status="succeeded",
+                       eval_return_mean=150.0, best_eval_return=200.0)
+    Run.objects.create(experiment=cartpole, seed=1, total_steps=400, steps_done=100, status="running",
+                       heartbeat_at=timezone.now(), eval_return_mean=50.0, best_eval_return=60.0)
+    pendulum = make_experiment(name="Pendulum SAC", algorithm="sac", env_id="Pendulum-v1", tags=["sweep"],
+                               hyperparameters={})
+    Run.objects.create(experiment=pendulum, seed=0, total_steps=400, steps_done=40, status="failed",
+                       best_eval_return=-900.0)
+    acrobot = make_experiment(name="Acrobot PPO", algorithm="ppo", env_id="Acrobot-v1", hyperparameters={})
+    return {"cartpole": cartpole, "pendulum": pendulum, "acrobot": acrobot}
+
+
+def names(response) -> list[str]:
+    assert response.status_code == 200
+    return [experiment.name.split()[0] for experiment in response.context["page"]]
+
+
+def test_it_shows_run_counts_progress_and_returns_per_experiment(owner_client, experiments):
+    html = owner_client.get(URL).content.decode()
+    assert "1 running" in html and "1 done" in html and "1 stopped" in html
+    assert '<progress max="800" value="500">' in html  # the steps of both CartPole runs
+    assert "100.0" in html and "200.0" in html  # mean of the latest evaluations, best one
+    assert 'href="?tag=baseline"' in html
+
+
+@pytest.mark.parametrize("sort, order", [
+    ("", ["Acrobot", "Pendulum", "CartPole"]),  # newest first
+    ("name", ["Acrobot", "CartPole", "Pendulum"]),
+    ("-name", ["Pendulum", "CartPole", "Acrobot"]),
+    ("-runs", ["CartPole", "Pendulum", "Acrobot"]),
+    ("-best", ["CartPole", "Pendulum", "Acrobot"]),  # no runs: last
+    ("progress", ["Pendulum", "CartPole", "Acrobot"]),  # 10%, 62.5%, none
+    ("env", ["Acrobot", "CartPole", "Pendulum"]),
+])
+def test_the_column_headers_sort_it(owner_client, experiments, sort, order):
+    assert names(owner_client.get(URL, {"sort": sort} if sort else {})) == order
+
+
+@pytest.mark.parametrize("query, expected", [
+    ({"status": "running"}, ["CartPole"]),
+    ({"status": "failed"}, ["Pendulum"]),
+    ({"algorithm": "ppo"}, ["Acrobot"]),
+    ({"env": "Pendulum-v1"}, ["Pendulum"]),
+    ({"tag": "sweep"}, ["Pendulum"]),
+    ({"tag": "Cartpole"}, ["CartPole"]),
+    ({"q": "ppo"}, ["Acrobot"]),
+    ({"q": "A", "sort": "name"}, ["Acrobot", "CartPole", "Pendulum"]),  # any case
+    ({"q": "zzz"}, []),
+])
+def test_it_filters_by_status_algorithm_env_and_tag_and_searches_by_name(owner_client, experiments, query,
+                                                                         expected):
+    response = owner_client.get(URL, query)
+    assert names(response) == expected
+    if not expected:
+        assert b"No experiments match these filters." in response.content
+
+
+def test_a_run_status_filter_counts_each_experiment_once(owner_client, experiments):
+    Run.objects.create(experiment=experiments["cartpole"], seed=2, total_steps=400, status="running",
+                       heartbeat_at=timezone.now())
+    assert names(owner_client.get(URL, {"status": "running"})) == ["CartPole"]
+
+
+@pytest.mark.parametrize("query, message", [
+    ({"sort": "owner__password"}, "Cannot sort by"),
+    ({"status": "RUNNING"}, "Unknown status"),
+    ({"algorithm": "x" * 500}, "Unknown algorithm"),
+    ({"tag": "a,b"}, "is not a tag"),
+])
+def test_a_query_that_makes_no_sense_is_ignored_with_a_message(owner_client, experiments, query, message):
+    response = owner_client.get(URL, query)
+    assert len(names(response)) == 3
+    assert any(message in str(note) for note in response.context["messages"])
+
+
+def test_it_is_split_into_pages(owner_client, owner):
+    Experiment.objects.bulk_create(Experiment(owner=owner, name=f"e{number:02d}", algorithm="dqn",
+                                              env_id="CartPole-v1", total_steps=10)
+                                   for number in range(lists.PAGE_SIZE + 1))
+    first = owner_client.get(URL, {"sort": "name"})
+    assert len(first.context["page"]) == lists.PAGE_SIZE and 'href="?sort=name&amp;page=2"' in first.content.decode()
+    last = owner_client.get(URL, {"sort": "name", "page": "2"})
+    assert [experiment.name for experiment in last.context["page"]] == [f"e{lists.PAGE_SIZE:02d}"]
+    assert owner_client.get(URL, {"page": "nonsense"}).status_code == 200
+
+
+def test_a_stranger_cannot_filter_their_way_to_the_owners_experiments(stranger_client, experiments):
+    for query in ({}, {"tag": "baseline"}, {"status": "running"}, {"q": "CartPole"}):
+        assert names(stranger_client.get(URL, query)) == []

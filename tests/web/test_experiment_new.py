@@ -128,3 +128,84 @@ def test_it_reports_every_bad_field_at_once(owner_client):
     response = owner_client.post(reverse("experiment-new"),
                                  form_data(env_id="Pendulum-v1", hp_learning_rate="0", hp_gamma="x"))
     assert {"env_id", "hp_learning_rate", "hp_gamma"} <= set(response.context["form"].errors)
+
+
+def test_the_algorithms_are_grouped_by_family_with_the_chosen_ones_description_under_the_list(owner_client):
+    html = owner_client.get(reverse("experiment-new"), {"algorithm": "sac"}).content.decode()
+    select = html[html.index('<select name="algorithm"'):html.index("</select>", html.index('<select name="algorithm"'))]
+    groups = re.findall(r'<optgroup label="([^"]+)">', select)
+    assert groups == [family for family, _ in trainer.algorithms_by_family()]
+    assert groups[:3] == ["DQN family", "Policy gradient", "Continuous control"]
+    continuous = select[select.index('label="Continuous control"'):select.index("</optgroup>", select.index(
+        'label="Continuous control"'))]
+    assert '<option value="sac" selected>' in continuous and 'value="td3"' in continuous
+    description = trainer.get_spec("sac").description
+    assert escape(description) in field_block(html, "algorithm")
+
+
+UNSUPPORTED_PAIRS = [
+    pytest.param("sac", "CartPole-v1", "sac needs Box actions, but this environment has Discrete actions.",
+                 id="sac on discrete CartPole"),
+    pytest.param("dqn", "Pendulum-v1", "dqn needs Discrete actions, but this environment has Box actions.",
+                 id="dqn on continuous Pendulum"),
+]
+
+
+@pytest.mark.parametrize("algorithm, env_id, message", UNSUPPORTED_PAIRS)
+def test_an_algorithm_and_environment_that_do_not_fit_are_refused_next_to_the_environment(
+        owner_client, live_redis, algorithm, env_id, message):
+    data = form_data(algorithm=algorithm, env_id=env_id)
+    data = {name: value for name, value in data.items() if not name.startswith("hp_")}  # that algorithm's defaults
+    response = owner_client.post(reverse("experiment-new"), data)
+    assert response.status_code == 200
+    assert response.context["form"].errors["env_id"] == [message]
+    assert message in field_block(response.content.decode(), "env_id")
+    assert not Experiment.objects.exists() and live_redis.llen("cpu") == 0
+
+
+@pytest.mark.parametrize("text, tags", [
+    ("", []),
+    ("baseline", ["baseline"]),
+    (" baseline , lr sweep,,v2.1 ", ["baseline", "lr sweep", "v2.1"]),
+    ("CartPole, cartpole, CARTPOLE", ["CartPole"]),  # repeats in any case are dropped
+    ("a, b, c, d, e, f, g, h", ["a", "b", "c", "d", "e", "f", "g", "h"]),
+])
+def test_tags_are_typed_comma_separated_and_stored_as_a_list(owner_client, django_capture_on_commit_callbacks,
+                                                            text, tags):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = owner_client.post(reverse("experiment-new"), form_data(tags=text))
+    assert response.status_code == 302
+    assert Experiment.objects.get().tags == tags
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a, b, c, d, e, f, g, h, i", "At most 8 tags; this has 9."),
+    ("x" * 33, "is not a tag"),
+    ("fine, <script>", "“<script>” is not a tag"),
+    ('quote"d', "is not a tag"),
+    ("café", "is not a tag"),
+])
+def test_bad_tags_are_refused_next_to_the_field(owner_client, text, message):
+    response = owner_client.post(reverse("experiment-new"), form_data(tags=text))
+    assert response.status_code == 200
+    assert message in field_block(response.content.decode(), "tags").replace("&lt;", "<").replace("&gt;", ">")
+    assert not Experiment.objects.exists()
+
+
+def test_description_video_interval_and_device_are_stored(owner_client, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        owner_client.post(reverse("experiment-new"), form_data(description="Does a smaller net learn faster?",
+                                                               video_interval="200", device="auto"))
+    experiment = Experiment.objects.get()
+    assert experiment.description == "Does a smaller net learn faster?"
+    assert (experiment.video_interval, experiment.device) == (200, "auto")
+
+
+def test_the_environment_list_offers_atari_ids_as_well_as_gymnasium_ones(owner_client):
+    from trainer.envs import known_env_ids
+
+    html = owner_client.get(reverse("experiment-new")).content.decode()
+    atari = [env_id for env_id in known_env_ids() if env_id.startswith("ALE/")]
+    if not atari:
+        pytest.skip("ale-py is not installed here")
+    assert f'<option value="{atari[0]}">' in html and '<option value="Pendulum-v1">' in html

@@ -1,0 +1,187 @@
+"""Resuming a cancelled or lost run: it is queued again, the task loads its latest checkpoint and trains on to
+`total_steps`. What the interrupted attempt reported after that checkpoint is forgotten, so the stored history
+(and the live stream) goes on with no step reported twice and none left out."""
+
+import json
+import threading
+import time
+
+import pytest
+import redis
+from django.urls import reverse
+
+from rlweb.experiments import live
+from rlweb.experiments.models import Checkpoint, Event, Run
+from rlweb.experiments.tasks import train_run
+
+TOTAL = 6_000
+EVAL_INTERVAL = 500
+
+
+def resume(client, run):
+    return client.post(reverse("run-resume", args=[run.pk]))
+
+
+def stop_once_past(redis_url: str, run_id: int, step: int) -> threading.Thread:
+    """Press cancel (the stop flag) as soon as the run's live stream reports an event past `step`."""
+    def watch():
+        client = redis.Redis.from_url(redis_url, decode_responses=True)
+        last_id, deadline = "0-0", time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for _, entries in client.xread({live.stream_key(run_id): last_id}, block=100, count=500) or []:
+                for last_id, fields in entries:
+                    if json.loads(fields["event"])["step"] > step:
+                        client.set(live.stop_key(run_id), "1")
+                        return
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def cancelled_midway(make_experiment, redis_url, **fields) -> Run:
+    """A run trained by the real task and cancelled through its stop flag somewhere after step 600."""
+    experiment = make_experiment(total_steps=TOTAL, eval_interval=EVAL_INTERVAL, **fields)
+    run = Run.objects.create(experiment=experiment, seed=0, total_steps=TOTAL, task_id="first")
+    watcher = stop_once_past(redis_url, run.pk, 600)
+    assert train_run(run.pk) == "cancelled"
+    watcher.join(timeout=5)
+    run.refresh_from_db()
+    assert 600 < run.steps_done < TOTAL
+    return run
+
+
+def steps(run, kind: str) -> list[int]:
+    return list(Event.objects.filter(run=run, kind=kind).order_by("seq").values_list("step", flat=True))
+
+
+def assert_contiguous(run, resumed_at: int) -> None:
+    """The stored history of a run resumed at `resumed_at` reads as one run from 0 to total_steps."""
+    events = list(Event.objects.filter(run=run).order_by("seq"))
+    assert [event.seq for event in events] == list(range(1, len(events) + 1))
+    assert [event.step for event in events] == sorted(event.step for event in events)  # never back in time
+    # one evaluation every EVAL_INTERVAL steps and a final one, none twice, none missing
+    assert steps(run, "eval") == list(range(EVAL_INTERVAL, TOTAL, EVAL_INTERVAL)) + [TOTAL]
+    # episodes are reported at their last step, before it is counted: episode k covers the steps
+    # [step - length + 1, step + 1). With a single env each one starts where the one before it ended, the
+    # first of each attempt at that attempt's start step: no step counted twice or lost at the resume
+    spans = [(event.step - event.values["rollout/episode_length"] + 1, event.step + 1)
+             for event in events if event.kind == "episode"]
+    before = [span for span in spans if span[1] <= resumed_at + 1]
+    after = [span for span in spans if span[1] > resumed_at + 1]
+    assert before and after
+    assert before[0][0] == 0 and after[0][0] == resumed_at
+    for attempt in (before, after):
+        assert all(start == previous_end for (_, previous_end), (start, _) in zip(attempt, attempt[1:]))
+    started = [event for event in events if event.kind == "started"]
+    assert [event.values["start_step"] for event in started] == [0, resumed_at]
+    assert [event.kind for event in events].count("finished") == 1 and events[-1].kind == "finished"
+    assert events[-1].step == TOTAL and events[-1].values["status"] == "succeeded"
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED and run.steps_done == TOTAL
+
+
+def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays_contiguous(
+        owner_client, make_experiment, redis_url, live_redis, django_capture_on_commit_callbacks):
+    run = cancelled_midway(make_experiment, redis_url)
+    stopped_at = run.steps_done
+    final = Checkpoint.objects.get(run=run, tag="final")
+    assert final.step == stopped_at
+    assert live_redis.exists(live.stop_key(run.pk))  # the cancel's flag is still there
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = resume(owner_client, run)
+    assert response.status_code == 302 and response["Location"] == run.get_absolute_url()
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED and run.resume_requested and run.task_id not in ("", "first")
+    assert json.loads(live_redis.lindex("cpu", 0))["headers"]["id"] == run.task_id
+    assert not live_redis.exists(live.stop_key(run.pk))  # else it would stop again at once
+
+    assert train_run(run.pk) == "succeeded"  # what the worker does with the message
+    assert_contiguous(run, resumed_at=stopped_at)
+    assert Checkpoint.objects.get(run=run, tag="final").step == TOTAL
+    run.refresh_from_db()
+    assert run.start_step == stopped_at and not run.resume_requested and run.finished_at
+    # the live stream holds the resumed attempt's events under the same numbers as the database
+    streamed = [json.loads(fields["event"]) for _, fields in live_redis.xrange(live.stream_key(run.pk))]
+    stored = [event.as_dict() for event in Event.objects.filter(run=run, seq__gte=streamed[0]["seq"])]
+    assert streamed == stored and streamed[0]["kind"] == "started" and streamed[0]["step"] == stopped_at
+    # a page that follows the stream from the start gets the whole history once, in order
+    from tests.web.helpers import read_sse
+
+    followed = read_sse(owner_client.get(reverse("run-stream", args=[run.pk])))
+    assert [event["seq"] for event in followed] == list(range(1, Event.objects.filter(run=run).count() + 1))
+
+
+def test_a_lost_run_resumes_from_its_last_periodic_checkpoint_and_forgets_what_came_after(
+        owner_client, make_experiment, redis_url, django_capture_on_commit_callbacks):
+    run = cancelled_midway(make_experiment, redis_url, checkpoint_interval=300)
+    # as if the worker had died instead: no final checkpoint, no end, events after the last periodic one
+    Checkpoint.objects.filter(run=run, tag="final").delete()
+    last_finished = Event.objects.filter(run=run, kind="finished").get()
+    last_finished.delete()
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.LOST)
+    periodic = Checkpoint.objects.filter(run=run, tag="periodic").order_by("-step").first()
+    assert periodic.step % 300 == 0 and periodic.step < run.steps_done
+    reported_after = Event.objects.filter(run=run, step__gt=periodic.step).count()
+    assert reported_after > 0
+
+    with django_capture_on_commit_callbacks(execute=True):
+        resume(owner_client, run)
+    assert train_run(run.pk) == "succeeded"
+    assert_contiguous(run, resumed_at=periodic.step)
+    periodic_steps = sorted(Checkpoint.objects.filter(run=run, tag="periodic").values_list("step", flat=True))
+    assert periodic_steps == list(range(300, TOTAL, 300))
+
+
+def test_a_lost_run_without_a_checkpoint_starts_over(owner_client, queued_run, django_capture_on_commit_callbacks):
+    Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.LOST, steps_done=120)
+    Event.objects.create(run=queued_run, seq=1, kind="started", step=0, time=0.0, values={"start_step": 0})
+    Event.objects.create(run=queued_run, seq=2, kind="episode", step=120, time=1.0,
+                         values={"rollout/episode_return": 1.0, "rollout/episode_length": 120})
+    with django_capture_on_commit_callbacks(execute=True):
+        resume(owner_client, queued_run)
+    assert train_run(queued_run.pk) == "succeeded"
+    queued_run.refresh_from_db()
+    assert queued_run.steps_done == queued_run.total_steps and queued_run.start_step == 0
+    started = Event.objects.filter(run=queued_run, kind="started")
+    assert started.count() == 1 and started.get().seq == 1
+
+
+def test_a_second_delivery_of_the_resume_exits_at_once(owner_client, trained_run, django_capture_on_commit_callbacks):
+    Run.objects.filter(pk=trained_run.pk).update(status=Run.Status.CANCELLED)
+    with django_capture_on_commit_callbacks(execute=True):
+        resume(owner_client, trained_run)
+    assert train_run(trained_run.pk) == "succeeded"
+    events = Event.objects.filter(run=trained_run).count()
+    assert train_run(trained_run.pk) == "skipped"
+    assert Event.objects.filter(run=trained_run).count() == events
+
+
+@pytest.mark.parametrize("status", ["queued", "running", "succeeded", "failed"])
+def test_only_a_cancelled_or_lost_run_can_be_resumed(owner_client, queued_run, live_redis, status):
+    Run.objects.filter(pk=queued_run.pk).update(status=status)
+    response = owner_client.post(reverse("run-resume", args=[queued_run.pk]), follow=True)
+    assert b"Only a cancelled or lost run can be resumed" in response.content
+    queued_run.refresh_from_db()
+    assert queued_run.status == status and not queued_run.resume_requested
+    assert live_redis.llen("cpu") == 0
+
+
+def test_resume_takes_only_a_post(owner_client, queued_run):
+    Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.CANCELLED)
+    assert owner_client.get(reverse("run-resume", args=[queued_run.pk])).status_code == 405
+
+
+def test_a_stranger_cannot_resume(stranger_client, queued_run, live_redis):
+    Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.CANCELLED)
+    assert resume(stranger_client, queued_run).status_code == 404
+    queued_run.refresh_from_db()
+    assert queued_run.status == Run.Status.CANCELLED and live_redis.llen("cpu") == 0
+
+
+def test_the_run_page_offers_resume_only_when_it_can_be_resumed(owner_client, queued_run):
+    url = reverse("run-detail", args=[queued_run.pk])
+    assert b'id="resume-form"' not in owner_client.get(url).content
+    Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.LOST)
+    assert b'id="resume-form"' in owner_client.get(url).content
