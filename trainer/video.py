@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,9 @@ class CannotRender(Exception):
 def video_env(env_id: str):
     """The env for recording, made once; CannotRender when it has no `rgb_array` rendering."""
     try:
-        env = make_env(env_id, render_mode="rgb_array")
+        with warnings.catch_warnings():  # gymnasium warns of a render mode the env lacks: checked below
+            warnings.simplefilter("ignore")
+            env = make_env(env_id, render_mode="rgb_array")
     except Exception as error:  # noqa: BLE001 - each env reports this differently
         raise CannotRender(f"{env_id} cannot render RGB frames: {error}") from error
     if "rgb_array" not in env.metadata.get("render_modes", []):
