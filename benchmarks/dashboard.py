@@ -136,10 +136,13 @@ def live_latencies(page, run, url: str, seconds: float, rate: float) -> list[flo
     page.goto(url)
     page.wait_for_function("document.getElementById('run-page').dataset.ready === '1'", timeout=60_000)
     page.wait_for_selector("#live-indicator:not([hidden])")
-    page.evaluate("""() => { window.drawnAt = {};
+    page.evaluate("""() => { window.drawnAt = {}; window.receivedAt = {}; window.drawing = [];
         window.addEventListener('run-page:drawn', (event) => {
-            const now = performance.timeOrigin + performance.now();
-            for (const seq of event.detail.seqs) window.drawnAt[seq] = now; }); }""")
+            const {seqs, received, drawStart, drawn} = event.detail;
+            window.drawing.push(drawn - drawStart);
+            seqs.forEach((seq, index) => {
+                window.drawnAt[seq] = performance.timeOrigin + drawn;
+                window.receivedAt[seq] = performance.timeOrigin + received[index]; }); }); }""")
     sink = RedisSink(run)
     emitted = {}
     noise = random.Random(1)
@@ -154,7 +157,11 @@ def live_latencies(page, run, url: str, seconds: float, rate: float) -> list[flo
         emitted[sink.seq] = at
     sink.flush()
     page.wait_for_function(f"Object.keys(window.drawnAt).length >= {count}", timeout=30_000)
-    drawn = page.evaluate("window.drawnAt")
+    drawn, received, drawing = page.evaluate("[window.drawnAt, window.receivedAt, window.drawing]")
+    arrival = [received[str(seq)] - at for seq, at in emitted.items()]
+    print(f"  of which until the page has the event: p50 {percentile(arrival, 0.5):.0f} ms, "
+          f"p95 {percentile(arrival, 0.95):.0f} ms; {len(drawing)} draws, "
+          f"p50 {percentile(drawing, 0.5):.0f} ms, p95 {percentile(drawing, 0.95):.0f} ms each")
     return [drawn[str(seq)] - at for seq, at in emitted.items()]
 
 

@@ -200,9 +200,14 @@ def run_status(run_id: int) -> str:
     return Run.objects.filter(pk=run_id).values_list("status", flat=True).first() or Run.Status.LOST
 
 
+def contiguous(records: list[dict], last_seq: int) -> bool:
+    """Whether stream records follow on from `last_seq` with nothing missing (no database read needed)."""
+    return bool(records) and records[0]["seq"] <= last_seq + 1
+
+
 def catch_up(run_id: int, last_seq: int, records: list[dict]) -> list[dict]:
     """Prepend the events between `last_seq` and the first stream record that only the database has."""
-    if records and records[0]["seq"] <= last_seq + 1:
+    if contiguous(records, last_seq):
         return [record for record in records if record["seq"] > last_seq]
     rows = Event.objects.filter(run_id=run_id, seq__gt=last_seq).order_by("seq")
     if records:
@@ -220,8 +225,10 @@ def follow(run_id: int, last_seq: int):
     client = redis_client()
     heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
     yield RETRY_MESSAGE
+    records = []
     while True:
-        status = run_status(run_id)
+        if not records:  # only a quiet stream may belong to a run that ended without a final event
+            status = run_status(run_id)
         finished = status in Run.FINISHED
         try:
             reply = client.xread({stream_key(run_id): f"{last_seq}-0"}, count=READ_COUNT,
@@ -249,8 +256,10 @@ async def follow_async(run_id: int, last_seq: int):
     heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
     try:
         yield RETRY_MESSAGE
+        records = []
         while True:
-            status = await sync_to_async(run_status)(run_id)
+            if not records:  # only a quiet stream may belong to a run that ended without a final event
+                status = await sync_to_async(run_status)(run_id)
             finished = status in Run.FINISHED
             try:
                 reply = await client.xread({stream_key(run_id): f"{last_seq}-0"}, count=READ_COUNT,
@@ -258,7 +267,10 @@ async def follow_async(run_id: int, last_seq: int):
             except redis.RedisError:
                 reply = None
                 await asyncio.sleep(0 if finished else heartbeat_seconds)
-            records = await sync_to_async(catch_up)(run_id, last_seq, stream_records(reply))
+            records = stream_records(reply)
+            if not contiguous(records, last_seq):  # the database has events the stream lacks (or none came)
+                records = await sync_to_async(catch_up)(run_id, last_seq, records)
+            records = [record for record in records if record["seq"] > last_seq]
             for record in records:
                 yield event_message(record)
                 last_seq = record["seq"]

@@ -22,7 +22,6 @@
                      "train/epsilon", "train/entropy", "train/learning_rate", "time/steps_per_second"];
   const maxLivePoints = 4000;  // a series that grows past this keeps the smallest and largest of each 4 points
   const maxLogLines = 500;
-  const drawIntervalMilliseconds = 40;  // live points are drawn in batches, at most this often
 
   const charts = new Map();  // metric key -> {key, element, step, time, value, low, high, count, throughSeq}
   const controls = {smoothing: 0.6, xAxis: "step", logY: false};
@@ -99,7 +98,7 @@
                   fillcolor: "rgba(217, 83, 79, 0.15)", hoverinfo: "skip", name: "± std"});
     }
     const smoothed = controls.smoothing > 0;
-    drawn.push({x, y: chart.value, name: "raw", type: "scatter", mode: chart.value.length > 400 ? "lines" : "lines+markers",
+    drawn.push({x, y: chart.value, name: "raw", type: "scatter", mode: chart.value.length > 60 ? "lines" : "lines+markers",
                 line: {width: 1, color: smoothed ? "rgba(59, 110, 214, 0.28)" : "#3b6ed6"},
                 marker: {size: 3, color: smoothed ? "rgba(59, 110, 214, 0.28)" : "#3b6ed6"}, hovertemplate: hover});
     if (smoothed) {
@@ -355,36 +354,40 @@
     return Promise.all([...changed].map(draw));
   }
 
-  // Live events arrive one by one; draw them in small batches, then tell whoever listens (tests, benchmarks).
-  function queue(event) {
-    pending.push(event);
+  // Live events arrive one by one; draw what came at the next animation frame, one batch at a time, then
+  // tell whoever listens (tests, benchmarks).
+  function queue(event, receivedAt) {
+    pending.push({event, receivedAt});
     schedule();
   }
 
   function schedule() {
     if (drawTimer !== null || !pending.length) return;
-    drawTimer = setTimeout(async () => {
+    drawTimer = requestAnimationFrame(async () => {
       const batch = pending;
       pending = [];
-      await apply(batch);
+      const drawStart = performance.now();
+      await apply(batch.map((item) => item.event));
       requestAnimationFrame(() => {  // the points are on screen at the next frame
         drawTimer = null;
-        page.dataset.drawnSeq = batch[batch.length - 1].seq;
-        window.dispatchEvent(new CustomEvent("run-page:drawn", {detail: {seqs: batch.map((e) => e.seq)}}));
+        const seqs = batch.map((item) => item.event.seq);
+        page.dataset.drawnSeq = seqs[seqs.length - 1];
+        window.dispatchEvent(new CustomEvent("run-page:drawn", {detail: {
+          seqs, received: batch.map((item) => item.receivedAt), drawStart, drawn: performance.now()}}));
         schedule();
       });
-    }, drawIntervalMilliseconds);
+    });
   }
 
   function follow(lastSeq) {
     const source = new EventSource(`${page.dataset.streamUrl}?last_id=${lastSeq}`);
     source.onopen = () => { liveIndicator.hidden = false; };
-    source.onmessage = (message) => queue(JSON.parse(message.data));
+    source.onmessage = (message) => queue(JSON.parse(message.data), performance.now());
     source.onerror = () => { liveIndicator.hidden = true; };  // the browser reconnects with Last-Event-ID
     source.addEventListener("end", (message) => {
       source.close();
       const status = JSON.parse(message.data).status;
-      setTimeout(() => setStatus(status), drawIntervalMilliseconds * 4);
+      setTimeout(() => setStatus(status), 200);
     });
   }
 
