@@ -139,7 +139,7 @@ def group_label(run: Run, group: str) -> str:
     if group == "run":
         return run_label(run)
     if group == "experiment":
-        return f"{run.experiment.name} (#{run.experiment.pk})"
+        return f"{run.experiment.name} #{run.experiment.pk}"
     if group == "algorithm":
         return run.experiment.algorithm
     if group == "env":

@@ -162,7 +162,7 @@ def test_groups_by_experiment_average_their_seeds_on_a_common_grid(make_run, mak
     data = compare.comparison([seed0, lone, seed1], compare.Options(group="experiment", band="std"))
     metric = next(metric for metric in data["metrics"] if metric["key"] == "rollout/episode_return")
     first, second = metric["groups"]
-    assert (first["label"], first["runs"], first["seeds"]) == (f"sweep (#{sweep.pk})", [seed0.pk, seed1.pk], 2)
+    assert (first["label"], first["runs"], first["seeds"]) == (f"sweep #{sweep.pk}", [seed0.pk, seed1.pk], 2)
     assert np.allclose(first["mean"], np.array(first["x"]) / 10 + 1)
     assert np.allclose(np.array(first["upper"]) - first["mean"], SQRT2)  # two seeds 2 apart
     assert second["seeds"] == 1 and set(second["mean"]) == {7.0} and second["lower"] == second["mean"]

@@ -137,7 +137,7 @@ def test_the_data_has_each_runs_curves_groups_and_summary(owner_client, sweep, s
     metric = data["metrics"][0]
     assert metric["key"] == "rollout/episode_return"
     assert metric["runs"][str(sweep[1].pk)]["step"] == [150, 300]
-    assert metric["groups"][0]["label"] == f"dqn sweep (#{sweep[0].experiment_id})"
+    assert metric["groups"][0]["label"] == f"dqn sweep #{sweep[0].experiment_id}"
     assert metric["groups"][0]["seeds"] == 2 and metric["groups"][0]["x"][-1] == 300
     assert metric["groups"][0]["mean"][-1] == pytest.approx(35.0)  # (30 + 40) / 2 at step 300
     assert [row["steps_to_threshold"] for row in data["summary"]] == [None, 300]

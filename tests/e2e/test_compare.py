@@ -1,0 +1,217 @@
+"""Comparing runs in a real browser: pick runs in the run list (made-up finished runs, stored directly in the
+site's database, plus one real run that a worker trains meanwhile), open the comparison, follow the live
+run, group by experiment, change the band, smoothing and scale, set a threshold, read the hyperparameter
+diff, export CSV, and take screenshots at desktop and phone widths (docs/screenshots/compare*.png).
+
+The real stack runs as subprocesses (`python -m rlweb.devserver`), as in test_browser.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_browser import CHROMIUM, REPO, SCREENSHOTS, free_port, status_of
+
+pytestmark = pytest.mark.e2e
+
+USERNAME, PASSWORD = "grace", "a long compare password 5"
+REAL_RUN = {"name": "real DQN", "total_steps": "6000", "eval_interval": "2000", "eval_episodes": "2",
+            "checkpoint_interval": "0", "hp_learning_starts": "500", "hp_buffer_size": "5000", "hp_batch_size": "32",
+            "hp_train_frequency": "4", "hp_target_update_interval": "250", "hp_hidden_layers": "32,32"}
+READY = "document.getElementById('compare-page').dataset.ready === '1'"
+RETURN_CHART = "document.getElementById('chart-rollout-episode-return')"
+SEED_SCRIPT = """
+import sys
+from pathlib import Path
+from benchmarks.dashboard import use_site_database
+use_site_database(Path(sys.argv[1]))
+from benchmarks.compare import seed_demo
+print(",".join(map(str, seed_demo(sys.argv[2], sys.argv[3]))))
+"""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """A fresh rlweb with the demo user and their finished runs: (base URL, the demo run ids)."""
+    var = tmp_path_factory.mktemp("e2e-compare")
+    port = free_port()
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("REDIS_URL", "DATABASE_URL") and not key.startswith("RLWEB_")}
+    log = (var / "devserver.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "rlweb.devserver", "--host", "127.0.0.1", "--port", str(port), "--var-dir", str(var)],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while status_of(f"{base}/login/") != 200:
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"rlweb did not start:\n{(var / 'devserver.log').read_text()[-4000:]}")
+            time.sleep(0.5)
+        seeded = subprocess.run([sys.executable, "-c", SEED_SCRIPT, str(var), USERNAME, PASSWORD], cwd=REPO, env=env,
+                                capture_output=True, text=True, timeout=300, check=True)
+        yield base, [int(run_id) for run_id in seeded.stdout.strip().splitlines()[-1].split(",")]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        yield browser
+        browser.close()
+
+
+def legend(page) -> list[str]:
+    return page.eval_on_selector_all("#compare-legend button", "buttons => buttons.map((b) => b.textContent)")
+
+
+def visible_settings(page) -> list[str]:
+    return page.eval_on_selector_all("#hp-table tbody tr", "rows => rows.filter((r) => r.offsetParent)"
+                                                           ".map((r) => r.querySelector('code').textContent)")
+
+
+def set_smoothing(page, value: float) -> None:
+    page.eval_on_selector("#smoothing", "(input, value) => { input.value = value; "
+                                        "input.dispatchEvent(new Event('input')); }", value)
+
+
+def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(site, browser, tmp_path):
+    base, demo_runs = site
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    errors, external = [], []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("request", lambda request: external.append(request.url)
+            if request.url.startswith(("http:", "https:")) and not request.url.startswith(base) else None)
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", USERNAME)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+    # one real run, trained by the worker while we compare
+    page.goto(f"{base}/experiments/new/")
+    for name, value in REAL_RUN.items():
+        page.fill(f"#id_{name}", value)
+    page.select_option("#id_device", "cpu")
+    page.click("text=Create and launch")
+    page.wait_for_selector("#run-table")
+    real_run = int(page.get_attribute("#run-table a[data-run-id]", "data-run-id"))
+
+    # pick it and the DQN and PPO seeds in the run list
+    picked = [real_run, *demo_runs[:3], *demo_runs[-2:]]
+    page.goto(f"{base}/runs/")
+    for run_id in picked:
+        page.check(f"input[name=runs][value='{run_id}']")
+    page.click("text=Compare selected")
+    page.wait_for_function(READY)
+    assert page.url == f"{base}/compare/?runs={','.join(map(str, sorted(picked, reverse=True)))}"
+    assert len(legend(page)) == 6 and any(label.startswith(f"#{real_run} real DQN") for label in legend(page))
+    assert page.eval_on_selector_all(".chart-card", "cards => cards.map((c) => c.dataset.metric)")[:2] == [
+        "rollout/episode_return", "eval/return_mean"]
+
+    # the real run's curve appears and grows without a reload
+    real_trace = f"{RETURN_CHART}.data.find((t) => t.name && t.name.startsWith('#{real_run} '))"
+    page.wait_for_function(f"{real_trace} && {real_trace}.x.length > 0", timeout=180_000)
+    first = page.evaluate(f"{real_trace}.x.length")
+    page.wait_for_function(f"{real_trace}.x.length > {first} || "
+                           f"document.querySelector('#summary-table tr[data-run=\"{real_run}\"] .status')"
+                           ".textContent === 'succeeded'", timeout=180_000)
+
+    # group by experiment: a mean and a band per experiment, the number of seeds in the legend
+    page.select_option("#group", "experiment")
+    page.wait_for_function("[...document.querySelectorAll('#compare-legend button')].some("
+                           "(b) => b.textContent.includes('(n=3)'))")
+    labels = legend(page)
+    assert len(labels) == 3 and any(label.startswith("DQN lr 1e-3") and label.endswith("(n=3)") for label in labels)
+    assert any(label.startswith("PPO baseline") and label.endswith("(n=2)") for label in labels)
+    fills = page.evaluate(f"{RETURN_CHART}.data.filter((t) => t.fill === 'tonexty').length")
+    assert fills == 3
+
+    # the band: standard deviation, then min to max
+    def band_width():  # summed over every group: each band is a lower trace, then its upper one filled to it
+        return page.evaluate(f"""{RETURN_CHART}.data.reduce((sum, trace, i, data) => trace.fill !== 'tonexty' ? sum
+            : sum + trace.y.reduce((width, value, j) => width + value - data[i - 1].y[j], 0), 0)""")
+    set_smoothing(page, 0)
+    std_width = band_width()
+    page.select_option("#band", "minmax")
+    page.wait_for_function("new URLSearchParams(location.search).get('band') === 'minmax'")
+    page.wait_for_function(f"{RETURN_CHART}.data.some((t) => t.fill === 'tonexty')")
+    page.wait_for_timeout(1_000)
+    assert band_width() > 0 and band_width() != pytest.approx(std_width)
+
+    # smoothing changes the drawn means, the log scale the axis; both stay in the URL across a reload
+    dqn_mean = f"{RETURN_CHART}.data.find((t) => t.name && t.name.startsWith('DQN lr 1e-3')).y"
+    raw = page.evaluate(dqn_mean)
+    set_smoothing(page, 0.9)
+    smoothed = page.evaluate(dqn_mean)
+    assert smoothed[0] == pytest.approx(raw[0]) and smoothed[-1] != pytest.approx(raw[-1])
+    page.check("#log-scale")
+    assert page.evaluate(f"{RETURN_CHART}.layout.yaxis.type") == "log"
+    page.reload()
+    page.wait_for_function(READY)
+    assert page.input_value("#group") == "experiment" and page.input_value("#band") == "minmax"
+    assert page.input_value("#smoothing") == "0.9" and page.is_checked("#log-scale")
+    page.uncheck("#log-scale")
+
+    # the summary: steps each run needed to reach an eval return of 300
+    page.fill("#threshold", "300")
+    cell = f"#summary-table tr[data-run='{demo_runs[0]}'] td:nth-child(5)"
+    page.wait_for_function(f"document.querySelector(\"{cell}\").textContent !== '–'")
+    assert page.inner_text(cell).replace(",", "").isdigit() or page.inner_text(cell) == "not reached"
+    assert "threshold=300" in page.url
+
+    # the hyperparameter diff shows what differs; "show all" shows the rest
+    differing = visible_settings(page)
+    assert {"algorithm", "seed", "learning_rate"} <= set(differing) and "gamma" not in differing
+    page.check("#show-all-settings")
+    assert "gamma" in visible_settings(page)
+
+    # CSV export of every value of the compared runs
+    with page.expect_download() as download:
+        page.click("#export-csv")
+    path = tmp_path / "compare.csv"
+    download.value.save_as(path)
+    with path.open() as file:
+        rows = list(csv.DictReader(file))
+    assert {int(row["run"]) for row in rows} == set(picked)
+    assert {row["key"] for row in rows} >= {"rollout/episode_return", "eval/return_mean", "train/loss"}
+
+    # the real run ends; the page, still polling, says so
+    page.wait_for_function(f"document.querySelector('#summary-table tr[data-run=\"{real_run}\"] .status')"
+                           ".textContent === 'succeeded'", timeout=300_000)
+    page.wait_for_function("document.getElementById('live-indicator').hidden")
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.uncheck("#show-all-settings")
+    page.screenshot(path=str(SCREENSHOTS / "compare.png"), full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(800)  # plotly resizes to the narrow page
+    page.screenshot(path=str(SCREENSHOTS / "compare-narrow.png"), full_page=True)
+
+    assert not errors, errors
+    assert not external, f"the page reached outside the site: {external[:3]}"
+    context.close()
