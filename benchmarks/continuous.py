@@ -1,12 +1,13 @@
 """Issue 5 benchmarks: sample efficiency of SAC, TD3, DDPG, Q-learning and ES, and SAC/TD3 speed
 against stable-baselines3 on the same machine.
 
-    python benchmarks/continuous.py pendulum      # sac, td3, ddpg to -200 on Pendulum-v1 within 20k steps
-    python benchmarks/continuous.py mcc           # sac, td3 to 90 on MountainCarContinuous-v0
-    python benchmarks/continuous.py qlearning     # FrozenLake (slippery and not), MountainCar-v0
-    python benchmarks/continuous.py es            # CartPole-v1
-    python benchmarks/continuous.py speed         # env steps per second vs stable-baselines3, interleaved
-    python benchmarks/continuous.py all
+    python -m benchmarks continuous --pendulum    # sac, td3, ddpg to -200 on Pendulum-v1 within 20k steps
+    python -m benchmarks continuous --mcc         # sac, td3 to 90 on MountainCarContinuous-v0
+    python -m benchmarks continuous --qlearning   # FrozenLake (slippery and not), MountainCar-v0
+    python -m benchmarks continuous --es          # CartPole-v1
+    python -m benchmarks continuous --speed       # env steps per second vs stable-baselines3, interleaved
+    python -m benchmarks continuous               # all of them
+    options: --seeds=3 --precision=float32 --repeats=2 --speed-steps=3000 --sb3-threads=1
 
 Runs one thing at a time with one torch thread (the machines have 2 shared cores); timings vary by up
 to 15% between identical runs, so speeds are compared as ratios of interleaved runs.
@@ -63,11 +64,12 @@ def summarise(name: str, results: list[dict], budget: int) -> None:
           f"median {int(np.median(solved)) if solved else None}", flush=True)
 
 
-def pendulum(seeds: int) -> None:
+def pendulum(seeds: int, precision: str = "float32") -> None:
     for algorithm in ("sac", "td3", "ddpg"):
-        results = [steps_to_threshold(algorithm, "Pendulum-v1", -200, 20_000, seed, eval_interval=1_000)
+        results = [steps_to_threshold(algorithm, "Pendulum-v1", -200, 20_000, seed, eval_interval=1_000,
+                                      precision=precision)
                    for seed in range(seeds)]
-        summarise(f"{algorithm} Pendulum-v1 >= -200", results, 20_000)
+        summarise(f"{algorithm} ({precision}) Pendulum-v1 >= -200", results, 20_000)
 
 
 def mountain_car_continuous(seeds: int) -> None:
@@ -160,34 +162,42 @@ def speed(repeats: int, steps: int, sb3_threads: int) -> None:
                     batch_size=256, tau=0.005, gamma=0.98, hidden_layers="400,300", action_noise=0.1),
     }
     for algorithm, setting in settings.items():
-        ratios = []
-        for repeat in range(repeats):  # interleaved: ours, theirs, ours, theirs
-            ours, our_return = _ours(algorithm, steps, repeat, setting)
+        ratios: dict[str, list[float]] = {"float32": [], "bfloat16": []}
+        for repeat in range(repeats):  # interleaved: ours (float32, bfloat16), theirs, ours, theirs
+            ours = {precision: _ours(algorithm, steps, repeat, {**setting, "precision": precision})
+                    for precision in ratios}
             theirs, their_return = _theirs(algorithm, steps, repeat, setting, sb3_threads)
-            ratios.append(ours / theirs)
-            print(f"{algorithm} run {repeat}: ours {ours:.1f} steps/s (eval {our_return:.1f}), stable-baselines3 "
-                  f"{theirs:.1f} steps/s (eval {their_return:.1f}), ratio {ours / theirs:.2f}", flush=True)
-        print(f"== {algorithm} speed ratio (ours at 1 thread / stable-baselines3 at {sb3_threads or DEFAULT_THREADS} "
-              f"threads) over {repeats} interleaved pairs of {steps} steps: {', '.join(f'{r:.2f}' for r in ratios)}; "
-              f"median {np.median(ratios):.2f}", flush=True)
+            for precision, (rate, _) in ours.items():
+                ratios[precision].append(rate / theirs)
+            print(f"{algorithm} run {repeat}: stable-baselines3 {theirs:.1f} steps/s (eval {their_return:.1f}); ours "
+                  + "; ".join(f"{precision} {rate:.1f} steps/s (eval {score:.1f}, ratio {rate / theirs:.2f})"
+                              for precision, (rate, score) in ours.items()), flush=True)
+        for precision, values in ratios.items():
+            print(f"== {algorithm} speed ratio, ours in {precision} at 1 thread / stable-baselines3 (float32) at "
+                  f"{sb3_threads or DEFAULT_THREADS} threads, {repeats} interleaved runs of {steps} steps: "
+                  f"{', '.join(f'{r:.2f}' for r in values)}; median {np.median(values):.2f}", flush=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("pendulum", "mcc", "qlearning", "es", "speed", "all"))
+def main(options: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks continuous", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    for part in ("pendulum", "mcc", "qlearning", "es", "speed"):
+        parser.add_argument(f"--{part}", action="store_true")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=2, help="interleaved speed pairs per algorithm")
+    parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32",
+                        help="precision of sac, td3 and ddpg in --pendulum")
+    parser.add_argument("--repeats", type=int, default=2, help="interleaved speed runs per algorithm")
     parser.add_argument("--speed-steps", type=int, default=3_000)
     parser.add_argument("--sb3-threads", type=int, default=1,
                         help="torch threads for stable-baselines3 (0: torch's default, one per core)")
-    args = parser.parse_args()
+    args = parser.parse_args(options)
     torch.set_num_threads(1)
-    jobs = {"pendulum": lambda: pendulum(args.seeds), "mcc": lambda: mountain_car_continuous(args.seeds),
+    jobs = {"pendulum": lambda: pendulum(args.seeds, args.precision), "mcc": lambda: mountain_car_continuous(args.seeds),
             "qlearning": lambda: qlearning(args.seeds), "es": lambda: evolution_strategies(args.seeds),
             "speed": lambda: speed(args.repeats, args.speed_steps, args.sb3_threads)}
-    for name, job in jobs.items():
-        if args.what in (name, "all"):
-            job()
+    chosen = [name for name in jobs if getattr(args, name)] or list(jobs)
+    for name in chosen:
+        jobs[name]()
 
 
 if __name__ == "__main__":

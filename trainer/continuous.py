@@ -58,8 +58,9 @@ class EnsembleLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(size, in_features, out_features).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(size, 1, out_features).uniform_(-bound, bound))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.baddbmm(self.bias, x, self.weight)
+    def forward(self, x: torch.Tensor, members: int | None = None) -> torch.Tensor:
+        """The first `members` layers (all by default) on x [members, batch, in]."""
+        return torch.baddbmm(self.bias[:members], x, self.weight[:members])
 
 
 class QEnsemble(nn.Module):
@@ -72,12 +73,24 @@ class QEnsemble(nn.Module):
         sizes = [self.encoder.output_size + action_size, *hidden_layers, 1]
         self.layers = nn.ModuleList(EnsembleLinear(num_q, a, b) for a, b in zip(sizes[:-1], sizes[1:]))
 
-    def forward(self, observations: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    def forward(self, observations: torch.Tensor, actions: torch.Tensor, members: int | None = None) -> torch.Tensor:
+        """Q-values [members, batch] of the first `members` critics (all by default), in float32 also
+        when the matrix products ran in bfloat16 (see `autocast`)."""
         x = torch.cat([self.encoder(observations), actions], dim=1)
-        x = x.unsqueeze(0).expand(self.num_q, -1, -1)
+        x = x.unsqueeze(0).expand(members or self.num_q, -1, -1)
         for layer in self.layers[:-1]:
-            x = torch.relu(layer(x))
-        return self.layers[-1](x).squeeze(-1)
+            x = torch.relu(layer(x, members))
+        return self.layers[-1](x, members).squeeze(-1).float()
+
+
+PRECISIONS = ("float32", "bfloat16")
+
+
+def autocast(device: torch.device, precision: str):
+    """Mixed precision for an update's forward passes: with "bfloat16" the matrix products run in
+    bfloat16 (2-3x faster on CPUs with AVX512-BF16 or AMX, and on recent GPUs) while weights, optimizer
+    state, losses and the networks' outputs stay float32."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bfloat16")
 
 
 @contextlib.contextmanager

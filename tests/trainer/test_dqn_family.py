@@ -172,3 +172,17 @@ def test_a_training_phase_with_shared_targets_equals_one_step_at_a_time(extra):
         twin.learn_from(batch, twin.targets(batch))
     for mine, theirs in zip(agent.q_network.parameters(), twin.q_network.parameters()):
         assert torch.allclose(mine, theirs, atol=1e-6)
+
+
+def test_noisy_dqn_fills_replay_with_random_actions_then_acts_on_fresh_noise_every_step():
+    # seed 0 starts with one dominant action: before the fix it played only that action for 100k steps
+    agent = trainer.make("noisy-dqn", "CartPole-v1", seed=0, learning_starts=200, batch_size=16, buffer_size=1000,
+                         train_frequency=256, gradient_steps=1)
+    layer = next(module for module in agent.q_network.modules() if isinstance(module, NoisyLinear))
+    draws = []
+    original = layer.reset_noise
+    layer.reset_noise = lambda: draws.append(1) or original()
+    agent.learn(400)
+    warm_up = agent.buffer.actions[:200]
+    assert 0.3 < warm_up.mean() < 0.7  # uniform random actions
+    assert len(draws) >= 400  # one draw per env step (plus one per update)

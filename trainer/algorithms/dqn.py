@@ -320,6 +320,12 @@ class DQN(Agent):
         try:
             while True:
                 epsilons = np.array([epsilon(runner.progress) for epsilon in self.epsilons])
+                if c.noisy:
+                    # fresh acting noise every step (as Dopamine's Rainbow); a network whose noise changed
+                    # only with the updates repeats one action when a seed starts with one dominant
+                    reset_noise(self.q_network)
+                    if len(buffer) < learning_starts:
+                        epsilons[:] = 1.0  # the warm-up fills replay with random actions, as for epsilon-greedy
                 actions = self.explore(observations, epsilons)
                 next_observations, rewards, terminated, truncated, infos = envs.step(
                     actions + int(self.action_space.start))
