@@ -219,3 +219,12 @@ def test_the_experiment_page_links_to_a_comparison_of_all_its_seeds(owner_client
     link = f'{PAGE}?experiment={sweep[0].experiment_id}'
     assert f'href="{link}"' in page
     assert owner_client.get(link).url == f"{PAGE}?runs={ids(*sweep)}"
+
+
+def test_the_run_page_offers_to_compare_the_run_with_others(owner_client, sweep):
+    page = owner_client.get(reverse("run-detail", args=[sweep[0].pk])).content.decode()
+    assert f'href="{PAGE}?runs={sweep[0].pk}"' in page
+    compare_page = owner_client.get(PAGE, {"runs": str(sweep[0].pk)}).content.decode()
+    assert '<details class="card add-runs" open>' in compare_page
+    assert f'<input type="hidden" name="runs" value="{sweep[0].pk}">' in compare_page
+    assert f'<input type="checkbox" name="runs" value="{sweep[1].pk}">' in compare_page
