@@ -3,6 +3,7 @@
     python -m benchmarks dqn                 # everything (about an hour on 2 cores)
     python -m benchmarks dqn --speed         # ours vs SB3, tuned CartPole settings, interleaved
     python -m benchmarks dqn --presets       # env steps to a 475 eval return, each preset, 3 seeds
+    python -m benchmarks dqn --presets=c51,rainbow   # only these presets
     python -m benchmarks dqn --memory        # replay bytes per Atari transition
     python -m benchmarks dqn --recurrent     # r2d1 vs feed-forward DQN on CartPole without velocities
 """
@@ -108,9 +109,11 @@ def steps_to_solve(algorithms, env_id: str, seeds, budget: int, eval_interval: i
               f"{', '.join(f'{b:.0f}' for b in best)})", flush=True)
 
 
-def presets(seeds=(0, 1, 2), budget: int = 100_000, eval_interval: int = 2_500) -> None:
-    steps_to_solve(("dqn", "double-dqn", "dueling-dqn", "noisy-dqn", "nstep-dqn", "per-dqn", "c51", "rainbow"),
-                   "CartPole-v1", seeds, budget, eval_interval)
+PRESETS = ("dqn", "double-dqn", "dueling-dqn", "noisy-dqn", "nstep-dqn", "per-dqn", "c51", "rainbow")
+
+
+def presets(names=PRESETS, seeds=(0, 1, 2), budget: int = 100_000, eval_interval: int = 2_500) -> None:
+    steps_to_solve(names, "CartPole-v1", seeds, budget, eval_interval)
 
 
 def recurrent(seeds=(0, 1, 2), budget: int = 60_000, eval_interval: int = 2_500) -> None:
@@ -132,12 +135,16 @@ def memory() -> None:
 
 def main(options: list[str]) -> None:
     torch.set_num_threads(1)
-    chosen = {o.lstrip("-") for o in options} or {"memory", "speed", "presets", "recurrent"}
+    chosen = {o.lstrip("-").split("=")[0] for o in options} or {"memory", "speed", "presets", "recurrent"}
+    names = next((o.split("=", 1)[1].split(",") for o in options if o.startswith("--presets=")), PRESETS)
+    unknown = sorted(set(names) - set(PRESETS))
+    if unknown:
+        raise SystemExit(f"unknown preset(s) {', '.join(unknown)}; known: {', '.join(PRESETS)}")
     if "memory" in chosen:
         memory()
     if "speed" in chosen:
         speed()
     if "presets" in chosen:
-        presets()
+        presets(names)
     if "recurrent" in chosen:
         recurrent()
