@@ -163,6 +163,10 @@
     if (returns) episodeCount = returns.count;
     const evals = metrics["eval/return_mean"];
     if (evals && evals.value.length) bestEval = Math.max(...evals.value);
+    const speed = metrics["time/steps_per_second"];
+    if (speed && speed.value.length) {
+      document.getElementById("steps-per-second").textContent = Math.round(speed.value[speed.value.length - 1]);
+    }
   }
 
   // A metric event's values become points of their charts; returns the charts that changed.
@@ -276,7 +280,7 @@
     const video = document.createElement("video");
     video.controls = true;
     video.preload = "metadata";
-    video.src = page.dataset.videoUrl.replace("/0/", `/${values.video_id}/`);
+    video.src = page.dataset.videoUrl.replace("/0/", `/${values.video_id}/`) + "#t=0.1";  // shows a first frame
     const caption = document.createElement("figcaption");
     const episodeReturn = isNumber(values.episode_return) ? ` · return ${values.episode_return.toFixed(1)}` : "";
     caption.textContent = `step ${values.step}${episodeReturn}`;

@@ -96,16 +96,22 @@ def browser():
         browser.close()
 
 
-CHART = "document.getElementById('chart-episode-return')"
+CHART = "document.querySelector('[data-metric=\"rollout/episode_return\"] .chart')"
+EVAL_CHART = "document.querySelector('[data-metric=\"eval/return_mean\"] .chart')"
 STATUS = "document.getElementById('run-status')"
 
 
+def raw_points(chart: str) -> str:
+    """A JS expression: the number of points in a chart's raw trace (0 before the chart exists)."""
+    return f"((({chart} || {{}}).data || []).find((trace) => trace.name === 'raw') || {{x: []}}).x.length"
+
+
 def episode_points(page) -> int:
-    return page.evaluate(f"{CHART}.data[0].x.length")
+    return page.evaluate(raw_points(CHART))
 
 
 def wait_for_more_points(page, than: int, timeout_ms: int = 120_000) -> int:
-    page.wait_for_function(f"{CHART}.data && {CHART}.data[0].x.length > {than}", timeout=timeout_ms)
+    page.wait_for_function(f"{raw_points(CHART)} > {than}", timeout=timeout_ms)
     return episode_points(page)
 
 
@@ -157,15 +163,15 @@ def test_a_user_trains_dqn_from_the_browser_and_downloads_the_checkpoint(site, b
     # a reload mid-run draws the history (nothing lost), then goes on live
     before_reload = episode_points(page)
     page.reload()
-    page.wait_for_function(f"{CHART}.data && {CHART}.data[0].x.length >= {max(before_reload, 1)}")
+    page.wait_for_function(f"{raw_points(CHART)} >= {max(before_reload, 1)}")
     after_reload = episode_points(page)
-    page.wait_for_function(f"{CHART}.data[0].x.length > {after_reload} || {STATUS}.textContent === 'succeeded'",
+    page.wait_for_function(f"{raw_points(CHART)} > {after_reload} || {STATUS}.textContent === 'succeeded'",
                            timeout=120_000)
 
     # the run succeeds and the final checkpoint appears, without a reload
     page.wait_for_function(f"{STATUS}.textContent === 'succeeded'", timeout=300_000)
     assert page.inner_text("#run-progress-text") == f"{TOTAL_STEPS} / {TOTAL_STEPS} steps"
-    assert page.evaluate(f"{CHART}.data[1].x.length") >= 1  # evaluation points
+    assert page.evaluate(raw_points(EVAL_CHART)) >= 1  # evaluation points
     final_link = page.wait_for_selector('a[data-checkpoint-tag="final"]')
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "run-page.png"), full_page=True)
@@ -184,7 +190,7 @@ def test_a_user_trains_dqn_from_the_browser_and_downloads_the_checkpoint(site, b
     # the same page on a phone
     page.set_viewport_size({"width": 390, "height": 844})
     page.reload()
-    page.wait_for_function(f"{CHART}.data && {CHART}.data[0].x.length > 0")
+    page.wait_for_function(f"{raw_points(CHART)} > 0")
     page.wait_for_timeout(500)  # plotly resizes to the narrow page
     page.screenshot(path=str(SCREENSHOTS / "run-page-narrow.png"), full_page=True)
 

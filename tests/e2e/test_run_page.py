@@ -1,0 +1,142 @@
+"""The run page in a real browser against the real stack (devserver: Redis, worker, uvicorn): charts of
+every metric grow live, the smoothing and axis controls change what is drawn, zoom survives new
+points, episode videos appear live and play, the log grows, checkpoints and the CSV download.
+Screenshots of the page (desktop and narrow) land in docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import zipfile
+
+import pytest
+
+from tests.e2e.test_browser import SCREENSHOTS, browser, site  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.e2e
+
+USERNAME, PASSWORD = "grace", "a long browser password 9"
+TOTAL_STEPS = 6_000
+TRAINING = {
+    "total_steps": str(TOTAL_STEPS), "eval_interval": "1500", "eval_episodes": "3", "checkpoint_interval": "3000",
+    "video_interval": "2000", "hp_learning_starts": "500", "hp_buffer_size": "10000", "hp_batch_size": "32",
+    "hp_train_frequency": "4", "hp_target_update_interval": "250", "hp_learning_rate": "0.001",
+    "hp_hidden_layers": "64,64",
+}
+RETURNS = "document.querySelector('[data-metric=\"rollout/episode_return\"] .chart')"
+STATUS = "document.getElementById('run-status')"
+
+
+def trace(chart: str, name: str) -> str:
+    """A JS expression: the trace called `name` of a chart (undefined until it is drawn)."""
+    return f"((({chart} || {{}}).data || []).find((trace) => trace.name === '{name}'))"
+
+
+def points(chart: str) -> str:
+    return f"({trace(chart, 'raw')} || {{x: []}}).x.length"
+
+
+def launch(page, site_url: str) -> None:
+    page.goto(site_url + "/signup/")
+    page.fill("#id_username", USERNAME)
+    page.fill("#id_password1", PASSWORD)
+    page.fill("#id_password2", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(site_url + "/")
+    page.goto(site_url + "/experiments/new/")
+    page.fill("#id_name", "Run page in the browser")
+    for name, value in TRAINING.items():
+        page.fill(f"#id_{name}", value)
+    page.select_option("#id_device", "cpu")
+    page.click("text=Create and launch")
+    page.wait_for_selector("#run-table")
+    page.click("#run-table a[data-run-id]")
+    page.wait_for_selector("#charts")
+
+
+def test_the_run_page_follows_a_run_live_and_its_controls_work(site, browser, tmp_path):  # noqa: F811
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    launch(page, site)
+
+    # a chart per metric, growing live
+    page.wait_for_function(f"{points(RETURNS)} > 2", timeout=180_000)
+    first = page.evaluate(points(RETURNS))
+    page.wait_for_function(f"{points(RETURNS)} > {first}", timeout=120_000)
+    page.wait_for_selector('[data-metric="train/loss"] .chart .scatterlayer', timeout=120_000)
+    metrics = page.eval_on_selector_all(".chart-card", "(cards) => cards.map((card) => card.dataset.metric)")
+    assert {"rollout/episode_return", "rollout/episode_length", "train/loss", "train/epsilon"} <= set(metrics)
+
+    # smoothing: off draws the raw line alone, on adds a smoothed line that differs from it
+    page.fill("#smoothing", "0")
+    assert page.evaluate(f"{trace(RETURNS, 'smoothed')} === undefined")
+    page.fill("#smoothing", "0.9")
+    raw, smoothed = page.evaluate(f"[{trace(RETURNS, 'raw')}.y, {trace(RETURNS, 'smoothed')}.y]")
+    assert len(raw) == len(smoothed) and raw != smoothed and smoothed[0] == pytest.approx(raw[0])
+
+    # x axis: wall time instead of env steps; log y
+    steps = page.evaluate(f"Array.from({trace(RETURNS, 'raw')}.x)")
+    page.select_option("#x-axis", "time")
+    seconds = page.evaluate(f"Array.from({trace(RETURNS, 'raw')}.x)")
+    assert page.evaluate(f"{RETURNS}.layout.xaxis.title.text") == "wall time (s)"
+    assert seconds[:len(steps)] != steps and seconds == sorted(seconds) and max(seconds) < max(steps)
+    page.check("#log-y")
+    assert page.evaluate(f"{RETURNS}.layout.yaxis.type") == "log"
+    page.uncheck("#log-y")
+    page.select_option("#x-axis", "step")
+
+    # a zoom survives the points that come after it
+    page.evaluate(f"Plotly.relayout({RETURNS}, {{'xaxis.range': [0, 1000]}})")
+    zoomed_at = page.evaluate(points(RETURNS))
+    page.wait_for_function(f"{points(RETURNS)} > {zoomed_at} || {STATUS}.textContent === 'succeeded'",
+                           timeout=120_000)
+    assert page.evaluate(f"Array.from({RETURNS}.layout.xaxis.range)") == [0, 1000]
+    page.evaluate(f"Plotly.relayout({RETURNS}, {{'xaxis.autorange': true}})")
+
+    # videos appear while the page is open, newest first, and play
+    page.wait_for_function(f"{STATUS}.textContent === 'succeeded'", timeout=300_000)
+    page.wait_for_function("document.querySelectorAll('#video-list video').length === 3")
+    captions = page.eval_on_selector_all("#video-list figcaption", "(all) => all.map((item) => item.textContent)")
+    assert [caption.split(" · ")[0] for caption in captions] == ["step 6000", "step 4000", "step 2000"]
+    page.wait_for_function("document.querySelector('#video-list video').readyState >= 1", timeout=30_000)
+    duration = page.evaluate("document.querySelector('#video-list video').duration")
+    assert 0 < duration < 60
+    page.evaluate("(video => { video.muted = true; return video.play(); })(document.querySelector('#video-list video'))")
+    page.wait_for_function("document.querySelector('#video-list video').currentTime > 0", timeout=30_000)
+
+    # the log grew live: the run's lifecycle in order
+    log = page.eval_on_selector_all("#log-list li", "(items) => items.map((item) => item.className)")
+    assert log[0] == "log-started" and log[-1] == "log-finished"
+    assert {"log-eval", "log-checkpoint", "log-video"} <= set(log)
+
+    # checkpoints and the full data download
+    with page.expect_download() as download:
+        page.click('a[data-checkpoint-tag="final"]')
+    checkpoint = tmp_path / "final.zip"
+    download.value.save_as(checkpoint)
+    assert set(zipfile.ZipFile(checkpoint).namelist()) == {"config.json", "model.safetensors"}
+    with page.expect_download() as download:
+        page.click("#csv-link")
+    rows = list(csv.reader(io.StringIO(download.value.path().read_text())))
+    assert rows[0][:4] == ["seq", "kind", "step", "time"] and "rollout/episode_return" in rows[0]
+    assert rows[1][1] == "started" and rows[-1][1] == "finished"
+
+    # after a reload the page draws the same history
+    drawn = page.evaluate(points(RETURNS))
+    page.reload()
+    page.wait_for_function("document.getElementById('run-page').dataset.ready === '1'")
+    if drawn <= 512:  # under MAX_BUCKETS the history holds every point (history.py)
+        assert page.evaluate(points(RETURNS)) == drawn
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "run-page.png"), full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    page.wait_for_function("document.getElementById('run-page').dataset.ready === '1'")
+    page.wait_for_timeout(500)  # plotly resizes to the narrow page
+    page.screenshot(path=str(SCREENSHOTS / "run-page-narrow.png"), full_page=True)
+    assert not errors
+    context.close()
