@@ -21,3 +21,16 @@ def duration(seconds: float | None) -> str:
         return f"{hours} h {minutes:02d} min"
     days, hours = divmod(hours, 24)
     return f"{days} d {hours} h"
+
+
+@register.filter
+def steps(value) -> str:
+    """A step count as people read it in a narrow column: 950, 9500, 84k, 61.5k, 1.2M, 10M."""
+    if value is None:
+        return "–"
+    value = int(value)
+    if value < 10_000:
+        return str(value)
+    if value < 1_000_000:
+        return f"{value / 1_000:.3g}k"
+    return f"{value / 1_000_000:.3g}M"
