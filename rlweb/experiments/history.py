@@ -66,17 +66,12 @@ def fold(run_id: int, key: str, points: list[tuple]) -> None:
         if buckets and buckets[-1].count < width:
             add(buckets[-1], seq, step, time, value, band)
             continue
-        if first + len(buckets) == MAX_BUCKETS:
+        if first + len(buckets) == MAX_BUCKETS:  # all full: merge them in pairs, each twice as wide
             buckets = merged(list(rows.filter(index__lt=first).order_by("index")) + buckets)
             first, width = 0, width * 2
-        if buckets and buckets[-1].count < width:  # after a merge the last bucket may have room
-            add(buckets[-1], seq, step, time, value, band)
-            continue
         point = [seq, step, time, value]
         buckets.append(MetricBucket(run_id=run_id, key=key, index=first + len(buckets), width=width, count=1,
                                     last_seq=seq, points=[point, point], band=list(band) if band else None))
-    for bucket in buckets:
-        bucket.width = width
     rows.filter(index__gte=first).delete()
     MetricBucket.objects.bulk_create(buckets)
 
