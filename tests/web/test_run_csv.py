@@ -3,6 +3,8 @@
 import csv
 import io
 
+from asgiref.sync import async_to_sync
+from django.test import AsyncClient
 from django.urls import reverse
 
 from rlweb.experiments.live import RedisSink
@@ -44,6 +46,19 @@ def test_long_runs_are_not_downsampled_in_the_csv(owner_client, queued_run, monk
     header, *rows = read_csv(owner_client.get(reverse("run-csv", args=[queued_run.pk])))
     assert header == ["seq", "kind", "step", "time", "rollout/episode_length", "rollout/episode_return"]
     assert [float(row[5]) for row in rows] == [float(index) for index in range(300)]
+
+
+def test_under_asgi_the_csv_is_streamed_by_an_async_iterator(owner, owner_client, trained_run):
+    url = reverse("run-csv", args=[trained_run.pk])
+
+    async def fetch() -> str:
+        client = AsyncClient()
+        await client.aforce_login(owner)
+        response = await client.get(url)
+        assert response.status_code == 200 and response.is_async
+        return "".join([chunk.decode() async for chunk in response.streaming_content])
+
+    assert async_to_sync(fetch)() == b"".join(owner_client.get(url).streaming_content).decode()
 
 
 def test_a_stranger_gets_a_404(stranger_client, trained_run):
