@@ -129,6 +129,55 @@ class OrnsteinUhlenbeckNoise:
         self.state[index] = 0.0
 
 
+def powerlaw_noise(exponent: float, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Gaussian noise of unit variance whose power spectrum falls as 1/f^exponent along the last axis
+    (0: white, 1: pink, 2: red), by random Fourier coefficients (Timmer and Koenig 1995, as the
+    colorednoise package; frequencies below 1/length take the lowest one's scale)."""
+    length = shape[-1]
+    frequencies = np.fft.rfftfreq(length)
+    frequencies[0] = frequencies[1] if length > 1 else 1.0
+    scale = frequencies ** (-exponent / 2.0)
+    weights = scale[1:].copy()
+    weights[-1] *= (1 + length % 2) / 2.0  # the Nyquist term counts once for even lengths
+    sigma = 2 * np.sqrt(np.sum(weights ** 2)) / length
+    real = rng.standard_normal((*shape[:-1], len(frequencies))) * scale
+    imaginary = rng.standard_normal((*shape[:-1], len(frequencies))) * scale
+    if length % 2 == 0:  # the Nyquist coefficient of a real signal is real
+        imaginary[..., -1] = 0.0
+        real[..., -1] *= np.sqrt(2.0)
+    imaginary[..., 0] = 0.0  # so is the mean
+    real[..., 0] *= np.sqrt(2.0)
+    return np.fft.irfft(real + 1j * imaginary, n=length, axis=-1) / sigma
+
+
+class ColoredNoise:
+    """Per-sub-env sequences of temporally correlated standard normal noise for exploration (Eberhard
+    et al. 2023, "Pink Noise Is All You Need", https://openreview.net/forum?id=hQ9V5QN27eS): `sample()`
+    gives the next step's noise [num_envs, size]; `reset(i)` starts a fresh sequence when an episode ends."""
+
+    def __init__(self, exponent: float, num_envs: int, size: int, length: int, rng: np.random.Generator):
+        self.exponent, self.size, self.length, self.rng = exponent, size, max(2, length), rng
+        self.sequences = powerlaw_noise(exponent, (num_envs, size, self.length), rng)
+        self.position = np.zeros(num_envs, dtype=np.int64)
+
+    def sample(self) -> np.ndarray:
+        for i in np.flatnonzero(self.position >= self.length):  # a sequence ran out mid-episode
+            self.reset(i)
+        noise = self.sequences[np.arange(len(self.position)), :, self.position]
+        self.position += 1
+        return noise.astype(np.float32)
+
+    def reset(self, index: int) -> None:
+        self.sequences[index] = powerlaw_noise(self.exponent, (self.size, self.length), self.rng)
+        self.position[index] = 0
+
+
+def episode_length_limit(envs, default: int = 1000) -> int:
+    """The time limit of a vector env's episodes (its spec's max_episode_steps), or `default`."""
+    spec = getattr(envs.envs[0], "spec", None) if hasattr(envs, "envs") else None
+    return int(spec.max_episode_steps) if spec is not None and spec.max_episode_steps else default
+
+
 def observation_storage_dtype(space) -> np.dtype:
     """Box float64 observations (MuJoCo) are stored as float32: the networks compute in float32."""
     if isinstance(space, spaces.Box) and space.dtype == np.float64:

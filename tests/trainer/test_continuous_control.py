@@ -197,3 +197,39 @@ def test_it_trains_a_few_thousand_steps_on_a_mujoco_task(algorithm):
     assert summary["steps"] == 2000
     assert agent.action_space.shape == (6,) and len(agent.buffer) == 2000
     assert math.isfinite(agent.evaluate(1)["mean"])
+
+
+@pytest.mark.parametrize("exponent", [0.0, 1.0, 2.0])
+def test_coloured_noise_has_the_asked_spectrum_and_about_unit_variance(exponent):
+    from trainer.continuous import powerlaw_noise
+
+    noise = powerlaw_noise(exponent, (400, 1000), np.random.default_rng(0))
+    power = (np.abs(np.fft.rfft(noise, axis=-1)) ** 2).mean(axis=0)
+    frequencies = np.fft.rfftfreq(1000)
+    slope = np.polyfit(np.log(frequencies[1:]), np.log(power[1:]), 1)[0]
+    assert slope == pytest.approx(-exponent, abs=0.05)
+    assert noise.var() == pytest.approx(1.0, abs=0.1 if exponent < 2 else 0.4)
+    # neighbouring steps are correlated for pink and red noise, not for white
+    correlation = np.corrcoef(noise[:, :-1].ravel(), noise[:, 1:].ravel())[0, 1]
+    assert (abs(correlation) < 0.02) if exponent == 0 else (correlation > 0.3)
+
+
+def test_coloured_noise_restarts_a_sequence_when_an_episode_ends_or_it_runs_out():
+    from trainer.continuous import ColoredNoise
+
+    noise = ColoredNoise(1.0, num_envs=2, size=3, length=5, rng=np.random.default_rng(0))
+    first = [noise.sample() for _ in range(3)]
+    assert first[0].shape == (2, 3) and first[0].dtype == np.float32
+    noise.reset(0)
+    assert noise.position.tolist() == [0, 3]
+    for _ in range(4):
+        noise.sample()  # env 1 runs out of its 5 steps and starts a new sequence
+    assert noise.position.tolist() == [4, 2]
+
+
+def test_sac_explores_with_pink_noise_when_asked():
+    agent = trainer.make("sac", "Pendulum-v1", seed=0, noise_exponent=1.0, **TINY["sac"])
+    assert agent.learn(300, eval_episodes=0)["steps"] == 300
+    collected = agent.buffer.actions[100:300, 0]  # after the random warm-up
+    # pink noise wanders: consecutive actions are far more alike than independent draws would be
+    assert np.corrcoef(collected[:-1], collected[1:])[0, 1] > 0.5

@@ -18,8 +18,9 @@ from torch.nn import functional as F
 
 from trainer.agent import Agent
 from trainer.buffers import ReplayBuffer
-from trainer.continuous import (PRECISIONS, ActionScaler, Normalizers, QEnsemble, autocast, check_continuous_env,
-                                frozen, observation_storage_dtype, polyak_update, real_next_observations)
+from trainer.continuous import (PRECISIONS, ActionScaler, ColoredNoise, Normalizers, QEnsemble, autocast,
+                                check_continuous_env, episode_length_limit, frozen, observation_storage_dtype,
+                                polyak_update, real_next_observations)
 from trainer.envs import make_vector_env
 from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers
 from trainer.params import param
@@ -62,6 +63,9 @@ class SACConfig:
     normalize_observation: bool = param(False, "Normalise Box observations with running mean and std.")
     normalize_reward: bool = param(False, "Scale rewards by the running std of the discounted return.")
     num_envs: int = param(1, "Environments stepped side by side.", low=1, high=256)
+    # 0 is standard SAC; pink noise (1) explores sparse tasks such as MountainCarContinuous (Eberhard et al. 2023)
+    noise_exponent: float = param(0.0, "Colour of the exploration noise while collecting: 0 white (independent "
+                                       "per step), 1 pink, 2 red (slowly wandering).", low=0, high=3)
     precision: str = param("float32", "Matrix products of the updates in float32, or in bfloat16 (mixed "
                                       "precision: faster on CPUs with AVX512-BF16 or AMX and on recent GPUs; "
                                       "weights and losses stay float32).", choices=PRECISIONS)
@@ -106,10 +110,12 @@ class SquashedGaussianActor(nn.Module):
         mean, log_std = self.body(self.encoder(observations)).float().chunk(2, dim=-1)  # float32 under autocast
         return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
-    def sample(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised action in [-1, 1] and its log-probability."""
+    def sample(self, observations: torch.Tensor,
+               noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised action in [-1, 1] and its log-probability; `noise` replaces the standard
+        normal draw (coloured exploration noise)."""
         mean, log_std = self(observations)
-        u = mean + log_std.exp() * torch.randn_like(mean)
+        u = mean + log_std.exp() * (torch.randn_like(mean) if noise is None else noise)
         return torch.tanh(u), squashed_gaussian_log_prob(u, mean, log_std)
 
 
@@ -157,14 +163,15 @@ class SAC(Agent):
     def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
         return self.scaler.to_env(self.act_unit(observations, deterministic))
 
-    def act_unit(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
+    def act_unit(self, observations: np.ndarray, deterministic: bool, noise: np.ndarray | None = None) -> np.ndarray:
         """Actions in [-1, 1], as stored in replay."""
         with torch.no_grad():
             obs = self.normalizers.obs(torch.as_tensor(observations, device=self.device))
             if deterministic:
                 actions = torch.tanh(self.actor(obs)[0])
             else:
-                actions = self.actor.sample(obs)[0]
+                noise = None if noise is None else torch.as_tensor(noise, device=self.device)
+                actions = self.actor.sample(obs, noise)[0]
         return actions.cpu().numpy()
 
     def update(self, batch) -> dict[str, torch.Tensor]:
@@ -219,13 +226,15 @@ class SAC(Agent):
         episode_returns = np.zeros(c.num_envs)
         episode_lengths = np.zeros(c.num_envs, dtype=np.int64)
         learning_starts = min(max(c.learning_starts, c.batch_size), c.buffer_size)
+        colored = ColoredNoise(c.noise_exponent, c.num_envs, buffer.actions.shape[1], episode_length_limit(envs),
+                               self.rng) if c.noise_exponent > 0 else None
         try:
             while True:
                 if len(buffer) < learning_starts:  # warm start: uniform random actions
                     actions = self.rng.uniform(-1.0, 1.0, size=(c.num_envs, buffer.actions.shape[1]))
                     actions = actions.astype(np.float32)
                 else:
-                    actions = self.act_unit(observations, deterministic=False)
+                    actions = self.act_unit(observations, False, colored.sample() if colored else None)
                 next_observations, rewards, terminated, truncated, infos = envs.step(self.scaler.to_env(actions))
                 done = terminated | truncated
                 buffer.add(observations, actions, rewards, real_next_observations(next_observations, done, infos),
@@ -238,6 +247,8 @@ class SAC(Agent):
                 for i in np.flatnonzero(done):
                     runner.episode(episode_returns[i], episode_lengths[i])
                     episode_returns[i], episode_lengths[i] = 0.0, 0
+                    if colored:
+                        colored.reset(i)
 
                 before = self.steps_done
                 keep_going = runner.advance(c.num_envs)
