@@ -32,6 +32,20 @@
   let drawTimer = null;
   let revision = 0;
 
+  // Live points redraw only the charts on screen; the others are redrawn when they scroll into view.
+  const onScreen = new Set();
+  const observer = new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      const chart = entry.target.chart;
+      if (!entry.isIntersecting) {
+        onScreen.delete(chart);
+      } else {
+        onScreen.add(chart);
+        if (chart.stale) draw(chart);
+      }
+    }
+  }, {rootMargin: "100px"});
+
   const plotConfig = {responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"]};
 
   // --- charts ---------------------------------------------------------------------------------------
@@ -69,8 +83,11 @@
     const after = [...chartList.children].find((other) => chartOrder(other.dataset.metric) > chartOrder(key));
     chartList.insertBefore(card, after || null);
     document.getElementById("charts-empty").hidden = true;
-    chart = {key, element, note, step: [], time: [], value: [], low: null, high: null, count: 0, throughSeq: 0};
+    chart = {key, element, note, step: [], time: [], value: [], low: null, high: null, count: 0, throughSeq: 0,
+             stale: false};
     charts.set(key, chart);
+    element.chart = chart;
+    observer.observe(element);
     return chart;
   }
 
@@ -126,6 +143,7 @@
   }
 
   function draw(chart) {
+    chart.stale = false;
     const shown = chart.value.length;
     chart.note.textContent = shown < chart.count ? `${shown} of ${chart.count} points drawn` : `${chart.count} points`;
     return Plotly.react(chart.element, traces(chart), layout(), plotConfig);
@@ -355,7 +373,8 @@
       }
       showNumbers(event);
     }
-    return Promise.all([...changed].map(draw));
+    changed.forEach((chart) => { chart.stale = true; });
+    return Promise.all([...changed].filter((chart) => onScreen.has(chart)).map(draw));
   }
 
   // Live events arrive one by one; draw what came at the next animation frame, one batch at a time, then
