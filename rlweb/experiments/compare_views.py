@@ -39,6 +39,7 @@ def compare_page(request):
         "hyperparameters": rows, "settings_differ": any(row["differs"] for row in rows),
         "groupings": compare.grouping_choices(runs), "bands": compare.BANDS, "max_runs": compare.MAX_RUNS,
         "columns": [(run, compare_url([pk for pk in run_ids if pk != run.pk], request.GET)) for run in runs],
+        "data_url": compare_url(run_ids, request.GET, view="compare-data"),
         "candidates": compare.runs_visible_to(request.user).exclude(pk__in=run_ids).order_by("-pk")[:CANDIDATES]})
 
 
@@ -58,10 +59,12 @@ def canonical_url(request) -> str:
     return compare_url(run_ids, request.GET)
 
 
-def compare_url(run_ids: list[int], params, runs: str | None = None) -> str:
-    query = {key: params[key] for key in ("group", "band", "x", "threshold", "smooth", "log") if params.get(key)}
+def compare_url(run_ids: list[int], params, runs: str | None = None, view: str = "compare") -> str:
+    """The compare page (or its data) for `run_ids`, with the options in `params`."""
+    keys = ("group", "band", "x", "threshold") + (("smooth", "log") if view == "compare" else ())
+    query = {key: params[key] for key in keys if params.get(key)}
     query = {"runs": runs if runs is not None else ",".join(map(str, run_ids)), **query}
-    return f"{reverse('compare')}?{urlencode(query, safe=',')}"
+    return f"{reverse(view)}?{urlencode(query, safe=',')}"
 
 
 def compare_data(request):
@@ -73,19 +76,19 @@ def compare_data(request):
     return JsonResponse({"left_out": left_out, **compare.comparison(runs, options)})
 
 
-def compare_export(request, format: str):
+def compare_export(request, file_format: str):
     """Every stored metric value of the selected runs, as CSV (long format) or JSON, streamed."""
     try:
         runs, _, options = selection(request)
     except compare.SelectionError as error:
         return JsonResponse({"error": str(error)}, status=400)
-    if format == "csv":
+    if file_format == "csv":
         writer = csv.writer(Echo())
         body = (writer.writerow(row) for row in prepend(compare.EXPORT_COLUMNS, compare.export_rows(runs)))
         response = StreamingHttpResponse(body, content_type="text/csv; charset=utf-8")
     else:
         response = StreamingHttpResponse(json_export(runs, options), content_type="application/json")
-    response["Content-Disposition"] = f'attachment; filename="compare-{len(runs)}-runs.{format}"'
+    response["Content-Disposition"] = f'attachment; filename="compare-{len(runs)}-runs.{file_format}"'
     return response
 
 

@@ -23,7 +23,7 @@ urlpatterns = [
     path("videos/<int:video_id>/", run_views.video_file, name="video-file"),
     path("compare/", compare_views.compare_page, name="compare"),
     path("compare/data.json", compare_views.compare_data, name="compare-data"),
-    path("compare/export.csv", compare_views.compare_export, {"format": "csv"}, name="compare-export-csv"),
-    path("compare/export.json", compare_views.compare_export, {"format": "json"}, name="compare-export-json"),
+    path("compare/export.csv", compare_views.compare_export, {"file_format": "csv"}, name="compare-export-csv"),
+    path("compare/export.json", compare_views.compare_export, {"file_format": "json"}, name="compare-export-json"),
     path("checkpoints/<int:checkpoint_id>/download/", run_views.checkpoint_download, name="checkpoint-download"),
 ]

@@ -80,12 +80,14 @@
   }
 
   // --- data -----------------------------------------------------------------------------------------------
+  // The first request is the one the page preloads (while plotly.js is parsed); later ones follow the options.
   async function load() {
     clearTimeout(pollTimer);
     const mine = ++request;
+    const url = mine === 1 ? page.dataset.firstUrl : `${page.dataset.dataUrl}?${serverQuery()}`;
     let response;
     try {
-      response = await fetch(`${page.dataset.dataUrl}?${serverQuery()}`, {headers: {Accept: "application/json"}});
+      response = await fetch(url);
     } catch (error) {
       if (mine === request) retryLater("The server did not answer; trying again.");
       return;
@@ -131,7 +133,7 @@
     data.runs.forEach((run, index) => {
       const series = metric.runs[run.id];
       if (!series || hidden.has(`run-${run.id}`)) return;
-      const x = series[data.options.x];
+      const x = series.x;
       const sparse = series.value.length < 60;
       if (weight > 0 && !sparse) {
         traces.push({x, y: series.value, type: "scatter", mode: "lines", line: {color: colour(index, 0.22), width: 1},
@@ -263,11 +265,11 @@
   }
 
   function describe() {
-    const empty = data.runs.filter((run) => !data.metrics.some((metric) => metric.runs[run.id]));
+    const empty = data.without_points;
     const parts = [`${data.runs.length} run${data.runs.length === 1 ? "" : "s"}`,
                    `${data.metrics.length} shared metric${data.metrics.length === 1 ? "" : "s"}`];
     if (grouped()) parts.push(`bands: ${bandSelect.options[bandSelect.selectedIndex].text}`);
-    if (empty.length) parts.push(`no points yet from ${empty.map((run) => `#${run.id}`).join(", ")}`);
+    if (empty.length) parts.push(`no points yet from ${empty.map((id) => `#${id}`).join(", ")}`);
     if (!data.metrics.length && data.runs.length > empty.length) parts.push("these runs have no metric in common");
     statusLine.textContent = parts.join(" · ");
   }

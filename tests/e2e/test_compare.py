@@ -24,9 +24,10 @@ pytestmark = pytest.mark.e2e
 
 USERNAME, PASSWORD = "grace", "a long compare password 5"
 REAL_RUN = {"name": "real DQN", "total_steps": "6000", "eval_interval": "2000", "eval_episodes": "2",
-            "checkpoint_interval": "0", "hp_learning_starts": "500", "hp_buffer_size": "5000", "hp_batch_size": "32",
+            "checkpoint_interval": "0", "video_interval": "3000", "hp_learning_starts": "500", "hp_buffer_size": "5000", "hp_batch_size": "32",
             "hp_train_frequency": "4", "hp_target_update_interval": "250", "hp_hidden_layers": "32,32"}
 READY = "document.getElementById('compare-page').dataset.ready === '1'"
+RETURN_CHART_SELECTOR = "#chart-rollout-episode-return"
 RETURN_CHART = "document.getElementById('chart-rollout-episode-return')"
 SEED_SCRIPT = """
 import sys
@@ -200,10 +201,24 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(site
     assert {int(row["run"]) for row in rows} == set(picked)
     assert {row["key"] for row in rows} >= {"rollout/episode_return", "eval/return_mean", "train/loss"}
 
-    # the real run ends; the page, still polling, says so
+    # a chart as SVG, with the legend the page shows once above the charts
+    page.hover(RETURN_CHART_SELECTOR)
+    with page.expect_download() as download:
+        page.click(f"{RETURN_CHART_SELECTOR} [data-title='Download SVG with legend']")
+    assert download.value.suggested_filename == "compare-rollout-episode-return.svg"
+    svg = Path(download.value.path()).read_text()
+    assert svg.startswith("<svg") and "DQN lr 1e-3" in svg
+
+    # the real run ends; the page, still polling, says so, and shows the video it recorded
     page.wait_for_function(f"document.querySelector('#summary-table tr[data-run=\"{real_run}\"] .status')"
                            ".textContent === 'succeeded'", timeout=300_000)
     page.wait_for_function("document.getElementById('live-indicator').hidden")
+    page.wait_for_selector("#video-grid video")
+    assert page.is_hidden("#video-empty")
+    assert page.get_attribute("#video-grid video", "src").startswith("/videos/")
+    assert page.eval_on_selector("#video-grid video", "video => new Promise((resolve) => { "
+                                 "video.onloadedmetadata = () => resolve(video.duration); video.load(); })") > 0
+    assert page.locator("#video-grid figcaption", has_text="no video").count() == 5
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.uncheck("#show-all-settings")

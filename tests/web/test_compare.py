@@ -190,6 +190,23 @@ def test_only_the_metrics_every_run_with_data_has_are_compared(make_run):
     assert [metric["key"] for metric in data["metrics"]] == ["rollout/episode_return", "rollout/episode_length"]
     assert data["metrics"][0]["runs"][empty.pk] is None
     assert data["metrics"][0]["runs"][first.pk]["value"] == [1.0] and "groups" not in data["metrics"][0]
+    assert data["without_points"] == [empty.pk]
+
+
+def test_a_long_curve_is_thinned_for_drawing_keeping_its_peaks_and_dips():
+    values = [float(index % 7) for index in range(1000)]
+    values[333], values[777] = 100.0, -100.0
+    series = {"step": list(range(0, 10_000, 10)), "time": [step / 2 for step in range(1000)], "value": values}
+    drawn = compare.for_drawing(series, "step", max_points=100)
+    assert 90 <= len(drawn["x"]) <= 102 and drawn["x"] == sorted(drawn["x"])
+    assert (100.0, 3330) in zip(drawn["value"], drawn["x"]) and (-100.0, 7770) in zip(drawn["value"], drawn["x"])
+    window = 1000 // 50  # each window of 20 points keeps its smallest and largest value
+    assert drawn["value"][:2] == [min(values[:window]), max(values[:window])]  # the first point is the minimum
+    assert drawn["x"][-1] == 9990  # the last point stays
+    assert compare.for_drawing(series, "time", max_points=100)["x"][-1] == 499.5
+    short = {"step": [1, 2], "time": [0.1, 0.2], "value": [5.0, 6.0]}
+    assert compare.for_drawing(short, "time") == {"x": [0.1, 0.2], "value": [5.0, 6.0]}
+    assert compare.for_drawing(None, "step") is None
 
 
 def test_the_summary_has_final_and_best_returns_steps_to_a_threshold_time_speed_and_device(make_run):
@@ -216,3 +233,11 @@ def test_a_run_that_has_not_started_has_an_empty_summary(make_run):
     row = compare.summary_row(make_run(device="cpu"), None, threshold=1.0)
     assert row["final_eval_return"] is row["best_eval_return"] is row["wall_seconds"] is row["steps_per_second"] is None
     assert row["steps_to_threshold"] is None and row["device"] == "cpu"
+
+
+def test_percentiles_match_numpys_nanpercentile():
+    samples = np.random.default_rng(3).normal(size=(1000, 7))
+    samples[::3, 2] = np.nan
+    samples[1:, 5] = np.nan  # one value left in a column
+    for percent in (2.5, 50, 97.5):
+        assert np.allclose(compare.percentiles(samples, percent), np.nanpercentile(samples, percent, axis=0))

@@ -131,12 +131,16 @@ def test_every_endpoint_needs_a_login(url, sweep):
 # --- the data the page draws ------------------------------------------------------------------------------
 
 def test_the_data_has_each_runs_curves_groups_and_summary(owner_client, sweep, secret_run):
+    overlay = owner_client.get(DATA, {"runs": ids(*sweep, secret_run)}).json()
+    assert overlay["metrics"][0]["key"] == "rollout/episode_return" and "groups" not in overlay["metrics"][0]
+    assert overlay["metrics"][0]["runs"][str(sweep[1].pk)] == {"x": [150, 300], "value": [12.0, 40.0]}
+    along_time = owner_client.get(DATA, {"runs": ids(*sweep), "x": "time"}).json()
+    assert along_time["metrics"][0]["runs"][str(sweep[1].pk)]["x"] == [1.5, 3.0]
     data = owner_client.get(DATA, {"runs": ids(*sweep, secret_run), "group": "experiment", "threshold": "25.5"}).json()
     assert data["left_out"] == 1 and [run["id"] for run in data["runs"]] == [run.pk for run in sweep]
-    assert "secret" not in json.dumps(data)
+    assert "secret" not in json.dumps(data) and "secret" not in json.dumps(overlay)
     metric = data["metrics"][0]
-    assert metric["key"] == "rollout/episode_return"
-    assert metric["runs"][str(sweep[1].pk)]["step"] == [150, 300]
+    assert metric["key"] == "rollout/episode_return" and "runs" not in metric
     assert metric["groups"][0]["label"] == f"dqn sweep #{sweep[0].experiment_id}"
     assert metric["groups"][0]["seeds"] == 2 and metric["groups"][0]["x"][-1] == 300
     assert metric["groups"][0]["mean"][-1] == pytest.approx(35.0)  # (30 + 40) / 2 at step 300
@@ -150,7 +154,7 @@ def test_the_data_grows_as_a_running_run_reports(owner_client, sweep):
     returns(sweep[0], [400], [50.0])
     after = owner_client.get(DATA, {"runs": ids(sweep[0])}).json()
     assert before["runs"][0]["active"] and after["metrics"][0]["runs"][str(sweep[0].pk)]["value"][-1] == 50.0
-    assert len(after["metrics"][0]["runs"][str(sweep[0].pk)]["step"]) == 4
+    assert len(after["metrics"][0]["runs"][str(sweep[0].pk)]["x"]) == 4
 
 
 def test_the_data_lists_each_runs_videos_with_their_file_url(owner_client, sweep):
