@@ -1,6 +1,12 @@
-"""The experiment list (`/`): a user sees their own experiments only."""
+"""The experiment list (`/`): a user sees their own experiments only; sortable, filterable, searchable, paginated;
+a query that makes no sense is ignored with a message, never an error."""
 
+import pytest
 from django.urls import reverse
+from django.utils import timezone
+
+from rlweb.experiments import lists
+from rlweb.experiments.models import Experiment, Run
 
 
 def test_it_lists_the_owners_experiments(owner_client, make_experiment):
@@ -21,22 +27,11 @@ def test_it_hides_other_users_experiments(stranger_client, make_experiment):
 def test_it_marks_runs_whose_worker_went_silent_as_lost(owner_client, queued_run, settings):
     from datetime import timedelta
 
-    from django.utils import timezone
-
-    from rlweb.experiments.models import Run
-
     stale = timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT + 5)
     Run.objects.filter(pk=queued_run.pk).update(status="running", heartbeat_at=stale)
     owner_client.get(reverse("experiment-list"))
     queued_run.refresh_from_db()
     assert queued_run.status == "lost" and queued_run.error and queued_run.finished_at
-
-
-import pytest  # noqa: E402
-from django.utils import timezone  # noqa: E402
-
-from rlweb.experiments import lists  # noqa: E402
-from rlweb.experiments.models import Experiment, Run  # noqa: E402
 
 URL = reverse("experiment-list")
 

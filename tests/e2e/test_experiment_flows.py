@@ -1,0 +1,264 @@
+"""Experiments and runs in a real browser, on the real stack (`python -m rlweb.devserver`: its own Redis,
+SQLite, one Celery worker with the beat scheduler, uvicorn), driven by Debian's chromium through Playwright:
+
+- the periodic sweep marks a run whose worker went silent as lost, with no page view to trigger it;
+- a bad value and an algorithm that does not fit the environment are refused next to their fields;
+- launch, cancel midway, resume from the checkpoint to the end, clone into a prefilled form and launch that;
+- the lists find the runs; screenshots of the form and both lists at desktop and phone widths land in
+  docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_browser import REPO, SCREENSHOTS, browser, free_port, status_of  # noqa: F401 (browser: a fixture)
+
+pytestmark = pytest.mark.e2e
+
+USERNAME, PASSWORD = "grace", "a long browser password 8"
+TOTAL_STEPS = 8_000
+CANCEL_AFTER = 1_500
+TRAINING = {
+    "total_steps": str(TOTAL_STEPS), "eval_interval": "2000", "eval_episodes": "3", "checkpoint_interval": "0",
+    "hp_learning_starts": "500", "hp_buffer_size": "10000", "hp_batch_size": "32", "hp_train_frequency": "4",
+    "hp_target_update_interval": "250", "hp_learning_rate": "0.0007", "hp_hidden_layers": "64,64",
+}
+STATUS = "document.getElementById('run-status').textContent"
+STEPS_DONE = "parseInt(document.getElementById('run-progress-text').textContent)"
+
+
+@dataclass
+class Site:
+    url: str
+    var: Path
+    env: dict
+
+    def orm(self, code: str):
+        """Run `code` with Django set up on the site's own database; it sets `result`, returned as JSON."""
+        script = "import django, json\ndjango.setup()\n" + textwrap.dedent(code) + "\nprint(json.dumps(result))\n"
+        done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60,
+                              env=dict(self.env, RLWEB_VAR_DIR=str(self.var), DJANGO_SETTINGS_MODULE="rlweb.settings"))
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """A freshly started rlweb (empty database, its own Redis, one worker running beat) and its var folder."""
+    var = tmp_path_factory.mktemp("e2e-flows")
+    port = free_port()
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("REDIS_URL", "DATABASE_URL") and not key.startswith("RLWEB_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    log = (var / "devserver.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "rlweb.devserver", "--host", "127.0.0.1", "--port", str(port), "--var-dir", str(var)],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while status_of(f"{url}/login/") != 200:
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"rlweb did not start:\n{(var / 'devserver.log').read_text()[-4000:]}")
+            time.sleep(0.5)
+        yield Site(url, var, env)
+    finally:
+        server.send_signal(signal.SIGTERM)  # the supervisor stops its children in turn
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def test_the_sweep_marks_a_silent_run_lost_without_any_page_view(site):
+    run_id = site.orm("""
+        from datetime import timedelta
+        from django.contrib.auth import get_user_model
+        from django.utils import timezone
+        from rlweb.experiments.models import Experiment, Run
+        owner = get_user_model().objects.create_user("sweep-owner")
+        experiment = Experiment.objects.create(owner=owner, name="silent", algorithm="dqn", env_id="CartPole-v1",
+                                               total_steps=100)
+        result = Run.objects.create(experiment=experiment, total_steps=100, status="running",
+                                    heartbeat_at=timezone.now() - timedelta(days=1)).pk
+    """)
+    deadline = time.monotonic() + 120  # beat sends the sweep every 30 s
+    status = "running"
+    while status == "running" and time.monotonic() < deadline:
+        time.sleep(3)
+        status = site.orm(f"from rlweb.experiments.models import Run\nresult = Run.objects.get(pk={run_id}).status")
+    assert status == "lost"
+
+
+SAMPLE_EXPERIMENTS = """
+    from datetime import timedelta
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+    from rlweb.experiments.models import Experiment, Run
+    owner, now = get_user_model().objects.get(username=USERNAME), timezone.now()
+    ago = lambda **delta: now - timedelta(**delta)
+    samples = [
+        ("PPO on Acrobot, clip 0.1", "ppo", "Acrobot-v1", ["sweep", "clip"], 200_000, [
+            dict(status="running", steps_done=84_000, started_at=ago(minutes=7), heartbeat_at=now,
+                 eval_return_mean=-112.4, best_eval_return=-98.0),
+            dict(status="queued")]),
+        ("SAC Pendulum baseline", "sac", "Pendulum-v1", ["baseline"], 20_000, [
+            dict(status="succeeded", steps_done=20_000, started_at=ago(hours=3), finished_at=ago(hours=2),
+                 eval_return_mean=-162.0, best_eval_return=-145.3),
+            dict(status="failed", steps_done=3_100, started_at=ago(hours=3), finished_at=ago(hours=2, minutes=55),
+                 error="RuntimeError: CUDA out of memory")]),
+        ("Rainbow on Breakout", "rainbow", "ALE/Breakout-v5", ["atari"], 10_000_000, [
+            dict(status="lost", steps_done=2_350_000, started_at=ago(days=1), finished_at=ago(hours=20),
+                 eval_return_mean=41.2, best_eval_return=55.0)]),
+    ]
+    for name, algorithm, env_id, tags, total, runs in samples:
+        experiment = Experiment.objects.create(owner=owner, name=name, algorithm=algorithm, env_id=env_id,
+                                               tags=tags, total_steps=total, hyperparameters={})
+        for seed, fields in enumerate(runs):
+            Run.objects.create(experiment=experiment, seed=seed, total_steps=total, **fields)
+    result = Experiment.objects.get(name="Rainbow on Breakout").pk
+"""
+
+
+def shoot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def shoot_both_widths(page, name: str) -> None:
+    page.set_viewport_size({"width": 1280, "height": 800})
+    shoot(page, name)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(200)
+    shoot(page, f"{name}-narrow")
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+
+def test_a_user_launches_cancels_resumes_and_clones_an_experiment(site, browser):
+    import trainer
+
+    base = site.url
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    browser_errors = []
+    page.on("pageerror", lambda error: browser_errors.append(str(error)))
+
+    page.goto(base + "/signup/")
+    page.fill("#id_username", USERNAME)
+    page.fill("#id_password1", PASSWORD)
+    page.fill("#id_password2", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(base + "/")
+
+    # the form: algorithms grouped by family, the chosen one described under the list
+    page.click("text=New experiment")
+    groups = page.eval_on_selector_all("#id_algorithm optgroup", "groups => groups.map(group => group.label)")
+    assert groups[:3] == ["DQN family", "Policy gradient", "Continuous control"]
+    assert page.inner_text("#id_algorithm_helptext") == trainer.get_spec("dqn").description
+    shoot_both_widths(page, "experiment-form")
+
+    # a bad value and an environment dqn cannot act in are refused next to their fields; nothing is queued
+    page.fill("#id_name", "CartPole, cancelled and resumed")
+    page.fill("#id_env_id", "Pendulum-v1")
+    page.fill("#id_hp_learning_rate", "0")
+    page.fill("#id_tags", "baseline, resume-test")
+    page.click("text=Create and launch")
+    assert "must be greater than 0" in page.inner_text("#id_hp_learning_rate_error")
+    assert "dqn needs Discrete actions" in page.inner_text("#id_env_id_error")
+    assert page.input_value("#id_tags") == "baseline, resume-test"  # what was typed stays
+
+    # fix them and launch
+    page.fill("#id_env_id", "CartPole-v1")
+    for name, value in TRAINING.items():
+        page.fill(f"#id_{name}", value)
+    page.select_option("#id_device", "cpu")
+    page.click("text=Create and launch")
+    page.wait_for_selector("#run-table")
+    experiment_url = page.url
+    page.click("#run-table a[data-run-id]")
+    page.wait_for_selector("#run-progress")
+    run_url = page.url
+
+    # cancel midway: the run stops at its next check, saves a final checkpoint and ends cancelled
+    page.wait_for_function(f"{STEPS_DONE} > {CANCEL_AFTER}", timeout=180_000)
+    page.click("#cancel-form button")
+    page.wait_for_function(f"{STATUS} === 'cancelled'", timeout=60_000)
+    page.goto(run_url)
+    stopped_at = page.evaluate(STEPS_DONE)
+    assert CANCEL_AFTER < stopped_at < TOTAL_STEPS
+    page.wait_for_selector('a[data-checkpoint-tag="final"]')
+
+    # resume: it goes on from that checkpoint to the end
+    page.click("#resume-form button")
+    page.wait_for_url(run_url)
+    assert page.inner_text("#run-status") in ("queued", "running")
+    page.wait_for_function(f"{STATUS} === 'succeeded'", timeout=300_000)
+    assert page.inner_text("#run-progress-text") == f"{TOTAL_STEPS} / {TOTAL_STEPS} steps"
+    run_id = int(run_url.rstrip("/").split("/")[-1])
+    history = site.orm(f"""
+        from rlweb.experiments.models import Event, Run
+        run = Run.objects.get(pk={run_id})
+        events = Event.objects.filter(run=run).order_by("seq")
+        result = {{"start_step": run.start_step, "seqs": list(events.values_list("seq", flat=True)),
+                  "evals": list(events.filter(kind="eval").values_list("step", flat=True)),
+                  "finished": list(events.filter(kind="finished").values_list("step", flat=True))}}
+    """)
+    assert history["start_step"] == stopped_at
+    assert history["seqs"] == list(range(1, len(history["seqs"]) + 1))
+    assert history["evals"] == [2000, 4000, 6000, 8000] and history["finished"] == [TOTAL_STEPS]
+
+    # clone: the form comes filled in, every hyperparameter included; change one value and launch
+    page.goto(experiment_url)
+    page.click("#clone-link")
+    page.wait_for_selector("#id_name")
+    assert page.input_value("#id_name") == "CartPole, cancelled and resumed (copy)"
+    assert page.input_value("#id_hp_learning_rate") == "0.0007"
+    assert page.input_value("#id_hp_hidden_layers") == "64,64"
+    assert page.input_value("#id_tags") == "baseline, resume-test"
+    assert page.input_value("#id_total_steps") == str(TOTAL_STEPS)
+    page.fill("#id_total_steps", "3000")
+    page.click("text=Create and launch")
+    page.wait_for_selector("#run-table")
+    assert page.inner_text("h1") == "CartPole, cancelled and resumed (copy)"
+    assert "3000 steps per run" in page.inner_text(".meta")
+
+    # the lists: both experiments; the runs, filtered by status and tag (with a few made-up experiments
+    # beside them, in states a short test cannot reach, for the screenshots)
+    page.goto(base + "/")
+    assert page.locator("#experiment-table tbody tr").count() == 2
+    rainbow = site.orm(f"USERNAME = {USERNAME!r}\n" + textwrap.dedent(SAMPLE_EXPERIMENTS))
+    page.reload()
+    assert page.locator("#experiment-table tbody tr").count() == 5
+    shoot_both_widths(page, "experiment-list")
+    page.goto(base + "/runs/?status=succeeded&tag=resume-test")
+    rows = page.locator("#run-list-table tbody tr")
+    assert rows.count() == 1 and f"Run {run_id}" in rows.inner_text()
+    page.goto(base + "/runs/?sort=-progress")
+    shoot_both_widths(page, "run-list")
+    page.goto(base + "/runs/?sort=nonsense")
+    assert "Cannot sort by" in page.inner_text(".messages")
+
+    # delete, after a confirmation
+    page.goto(f"{base}/experiments/{rainbow}/")
+    page.click("text=Delete…")
+    page.click("text=Delete for good")
+    page.wait_for_url(base + "/")
+    assert "Deleted “Rainbow on Breakout”" in page.inner_text(".messages")
+    assert page.locator("#experiment-table tbody tr").count() == 4
+
+    assert not browser_errors
+    context.close()
