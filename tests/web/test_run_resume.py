@@ -22,8 +22,9 @@ def resume(client, run):
     return client.post(reverse("run-resume", args=[run.pk]))
 
 
-def stop_once_past(redis_url: str, run_id: int, step: int) -> threading.Thread:
-    """Press cancel (the stop flag) as soon as the run's live stream reports an event past `step`."""
+def stop_once_past(redis_url: str, run_id: int, step: int, pressed: dict) -> threading.Thread:
+    """Press cancel (the stop flag) as soon as the run's live stream reports an event past `step`; the time
+    it was pressed goes into `pressed["at"]`."""
     def watch():
         client = redis.Redis.from_url(redis_url, decode_responses=True)
         last_id, deadline = "0-0", time.monotonic() + 120
@@ -32,6 +33,7 @@ def stop_once_past(redis_url: str, run_id: int, step: int) -> threading.Thread:
                 for last_id, fields in entries:
                     if json.loads(fields["event"])["step"] > step:
                         client.set(live.stop_key(run_id), "1")
+                        pressed["at"] = time.monotonic()
                         return
 
     thread = threading.Thread(target=watch, daemon=True)
@@ -43,11 +45,14 @@ def cancelled_midway(make_experiment, redis_url, **fields) -> Run:
     """A run trained by the real task and cancelled through its stop flag somewhere after step 600."""
     experiment = make_experiment(total_steps=TOTAL, eval_interval=EVAL_INTERVAL, **fields)
     run = Run.objects.create(experiment=experiment, seed=0, total_steps=TOTAL, task_id="first")
-    watcher = stop_once_past(redis_url, run.pk, 600)
+    pressed = {}
+    watcher = stop_once_past(redis_url, run.pk, 600, pressed)
     assert train_run(run.pk) == "cancelled"
+    ended = time.monotonic()
     watcher.join(timeout=5)
+    assert ended - pressed["at"] < 5  # stopped at its next check (every 0.5 s), final checkpoint saved, ended
     run.refresh_from_db()
-    assert 600 < run.steps_done < TOTAL
+    assert 600 < run.steps_done < TOTAL and run.finished_at
     return run
 
 
@@ -116,8 +121,8 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
 def test_a_lost_run_resumes_from_its_last_periodic_checkpoint_and_forgets_what_came_after(
         owner_client, make_experiment, redis_url, django_capture_on_commit_callbacks):
     run = cancelled_midway(make_experiment, redis_url, checkpoint_interval=300)
-    # as if the worker had died instead: no final checkpoint, no end, events after the last periodic one
-    Checkpoint.objects.filter(run=run, tag="final").delete()
+    # as if the worker had died instead, just before its last step: no checkpoint from that step, no end
+    Checkpoint.objects.filter(run=run, step__gte=run.steps_done).delete()
     last_finished = Event.objects.filter(run=run, kind="finished").get()
     last_finished.delete()
     Run.objects.filter(pk=run.pk).update(status=Run.Status.LOST)
