@@ -116,6 +116,12 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
 
     followed = read_sse(owner_client.get(reverse("run-stream", args=[run.pk])))
     assert [event["seq"] for event in followed] == list(range(1, Event.objects.filter(run=run).count() + 1))
+    # and the charts' (downsampled) history has each evaluation once and episodes in step order
+    metrics = owner_client.get(reverse("run-history", args=[run.pk])).json()["metrics"]
+    assert metrics["eval/return_mean"]["step"] == steps(run, "eval")
+    episode_steps = metrics["rollout/episode_return"]["step"]
+    assert episode_steps == sorted(set(episode_steps))
+    assert metrics["rollout/episode_return"]["count"] == len(steps(run, "episode"))
 
 
 def test_a_lost_run_resumes_from_its_last_periodic_checkpoint_and_forgets_what_came_after(
