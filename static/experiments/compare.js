@@ -319,9 +319,15 @@
   }
 
   // --- videos: one per run, the nearest to the chosen step ----------------------------------------------
+  function runColour(run) {  // the colour the charts give the run: its own, or its group's
+    if (!grouped()) return colour(data.runs.indexOf(run));
+    const groups = data.metrics.length ? data.metrics[0].groups : [];
+    return colour(Math.max(0, groups.findIndex((group) => group.runs.includes(run.id))));
+  }
+
   function drawVideos() {
-    const signature = JSON.stringify(data.videos);
-    if (signature === videoSignature) return;
+    const signature = JSON.stringify([data.videos, data.options.group]);
+    if (signature === videoSignature) return;  // a poll with nothing new must not restart playing videos
     videoSignature = signature;
     const stepSelect = document.getElementById("video-step");
     const steps = [...new Set(Object.values(data.videos).flat().map((video) => video.step))].sort((a, b) => a - b);
@@ -334,27 +340,23 @@
 
   function showVideosNear(step) {
     const grid = document.getElementById("video-grid");
-    if (step === null) {
-      grid.replaceChildren();
-      return;
-    }
-    grid.replaceChildren(...data.runs.map((run, index) => {
-      const videos = data.videos[run.id] || [];
+    const missing = document.getElementById("video-missing");
+    const recorded = step === null ? [] : data.runs.filter((run) => (data.videos[run.id] || []).length);
+    const without = step === null ? [] : data.runs.filter((run) => !recorded.includes(run));
+    missing.hidden = without.length === 0;
+    missing.textContent = `No video from ${without.map((run) => `#${run.id}`).join(", ")}.`;
+    grid.replaceChildren(...recorded.map((run) => {
+      const nearest = data.videos[run.id].reduce(
+        (best, video) => Math.abs(video.step - step) < Math.abs(best.step - step) ? video : best);
       const figure = document.createElement("figure");
-      figure.style.borderTopColor = colour(index);
-      const caption = document.createElement("figcaption");
-      if (!videos.length) {
-        caption.textContent = `${run.label}: no video`;
-        figure.append(caption);
-        return figure;
-      }
-      const nearest = videos.reduce((best, video) => Math.abs(video.step - step) < Math.abs(best.step - step) ? video : best);
+      figure.style.borderTopColor = runColour(run);
       const player = document.createElement("video");
-      player.src = nearest.url;
+      player.src = `${nearest.url}#t=0.001`;  // the fragment makes the browser show the first frame
       player.controls = true;
       player.muted = true;
       player.playsInline = true;
       player.preload = "metadata";
+      const caption = document.createElement("figcaption");
       const episodeReturn = nearest.episode_return === null ? "" : ` · return ${nearest.episode_return.toFixed(1)}`;
       caption.textContent = `${run.label} · step ${nearest.step.toLocaleString("en")}${episodeReturn}`;
       figure.append(player, caption);
