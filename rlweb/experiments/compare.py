@@ -9,20 +9,22 @@ event. Exports read the stored events in full.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
 import numpy as np
 from django.utils import timezone
+from trainer.events import METRIC_KINDS
 
 from rlweb.experiments import history
-from rlweb.experiments.models import Event, Run
+from rlweb.experiments.models import Event, MetricBucket, Run
 
 MAX_RUNS = 50
 GRID_POINTS = 200  # points of the common grid a group's curves are interpolated onto
 MAX_POINTS = 400  # about the most points of one run's metric sent to draw (20 runs in a chart of ~600 px)
 BOOTSTRAP_SAMPLES = 1_000
-BANDS = {"std": "mean ± standard deviation", "minmax": "min to max", "ci95": "95% bootstrap interval of the mean"}
+BANDS = {"std": "± standard deviation", "minmax": "min to max", "ci95": "95% bootstrap CI of the mean"}
 X_AXES = ("step", "time")
 FIXED_GROUPINGS = {"run": "each run", "experiment": "experiment", "algorithm": "algorithm", "env": "environment"}
 FIRST_METRICS = ("rollout/episode_return", "eval/return_mean", "rollout/episode_length", "train/loss")
@@ -280,9 +282,18 @@ def grouped_metric(runs: list[Run], series_by_run: dict[int, dict], key: str, op
 
 
 def steps_to_reach(run: Run, threshold: float) -> int | None:
-    """The env step of the run's first evaluation whose mean return is at least `threshold`."""
-    first = Event.objects.filter(run=run, kind="eval", **{"values__eval/return_mean__gte": threshold}).order_by("seq")
-    return first.values_list("step", flat=True).first()
+    """The env step of the run's first evaluation whose mean return is at least `threshold`. The summary's
+    buckets (history.py) keep each one's largest value: the first bucket that reaches the threshold holds
+    the answer, so only its events are searched, not every evaluation of a long run."""
+    buckets = MetricBucket.objects.filter(run=run, key="eval/return_mean").order_by("index")
+    after = 0
+    for last_seq, points in buckets.values_list("last_seq", "points"):
+        if max(point[3] for point in points) >= threshold:
+            first = Event.objects.filter(run=run, kind="eval", seq__gt=after, seq__lte=last_seq,
+                                         **{"values__eval/return_mean__gte": threshold}).order_by("seq")
+            return first.values_list("step", flat=True).first()
+        after = last_seq
+    return None
 
 
 def summary_row(run: Run, evaluations: dict | None, threshold: float | None) -> dict:
@@ -332,9 +343,26 @@ def export_rows(runs: list[Run]):
         through = history.last_stored_seq(run)
         experiment = run.experiment
         head = [run.pk, experiment.name, experiment.algorithm, experiment.env_id, run.seed]
-        events = Event.objects.filter(run=run, kind__in=history.METRIC_KINDS, seq__lte=through).order_by("seq")
+        events = Event.objects.filter(run=run, kind__in=METRIC_KINDS, seq__lte=through).order_by("seq")
         for seq, kind, step, time, values in events.values_list("seq", "kind", "step", "time", "values").iterator(
                 chunk_size=5_000):
             for key, value in values.items():
                 if history.is_number(value):
                     yield [*head, seq, kind, step, time, key, value]
+
+
+def export_json(runs: list[Run], left_out: int, threshold: float | None):
+    """`{"runs", "left_out", "settings", "summary", "columns", "rows"}` as JSON text, in pieces: `rows` are
+    export_rows, which may be millions."""
+    head = {"runs": [run_info(run) for run in runs], "left_out": left_out,
+            "settings": {run.pk: settings_of(run) for run in runs},
+            "summary": [summary_row(run, history.metric_series(run).get("eval/return_mean"), threshold) for run in runs],
+            "columns": EXPORT_COLUMNS}
+    yield json.dumps(head)[:-1] + ', "rows": ['
+    batch, separator = [], ""
+    for row in export_rows(runs):
+        batch.append(json.dumps(row))
+        if len(batch) == 1_000:
+            yield separator + ",".join(batch)
+            batch, separator = [], ","
+    yield (separator + ",".join(batch) if batch else "") + "]}"

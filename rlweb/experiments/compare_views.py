@@ -4,7 +4,7 @@ options; runs the user may not see are left out and only counted. The logic is i
 from __future__ import annotations
 
 import csv
-import json
+import itertools
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -12,7 +12,7 @@ from django.http import JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from rlweb.experiments import compare, history
+from rlweb.experiments import compare
 from rlweb.experiments.models import Experiment
 from rlweb.experiments.run_views import Echo
 
@@ -79,36 +79,15 @@ def compare_data(request):
 def compare_export(request, file_format: str):
     """Every stored metric value of the selected runs, as CSV (long format) or JSON, streamed."""
     try:
-        runs, _, options = selection(request)
+        runs, left_out, options = selection(request)
     except compare.SelectionError as error:
         return JsonResponse({"error": str(error)}, status=400)
     if file_format == "csv":
         writer = csv.writer(Echo())
-        body = (writer.writerow(row) for row in prepend(compare.EXPORT_COLUMNS, compare.export_rows(runs)))
+        body = (writer.writerow(row) for row in itertools.chain([compare.EXPORT_COLUMNS], compare.export_rows(runs)))
         response = StreamingHttpResponse(body, content_type="text/csv; charset=utf-8")
     else:
-        response = StreamingHttpResponse(json_export(runs, options), content_type="application/json")
+        body = compare.export_json(runs, left_out, options.threshold)
+        response = StreamingHttpResponse(body, content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="compare-{len(runs)}-runs.{file_format}"'
     return response
-
-
-def prepend(first, rest):
-    yield first
-    yield from rest
-
-
-def json_export(runs: list, options: compare.Options):
-    """`{"runs": [...], "settings": ..., "summary": [...], "columns": [...], "rows": [[...], ...]}`, in pieces."""
-    head = {"runs": [compare.run_info(run) for run in runs],
-            "settings": {run.pk: compare.settings_of(run) for run in runs},
-            "summary": [compare.summary_row(run, history.metric_series(run).get("eval/return_mean"), options.threshold)
-                        for run in runs],
-            "columns": compare.EXPORT_COLUMNS}
-    yield json.dumps(head)[:-1] + ', "rows": ['
-    batch, separator = [], ""
-    for row in compare.export_rows(runs):
-        batch.append(json.dumps(row))
-        if len(batch) == 1_000:
-            yield separator + ",".join(batch)
-            batch, separator = [], ","
-    yield (separator + ",".join(batch) if batch else "") + "]}"

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from rlweb.experiments import compare, history
-from rlweb.experiments.models import Event, Run
+from rlweb.experiments.models import Event, MetricBucket, Run
 
 SQRT2 = math.sqrt(2)
 
@@ -241,3 +241,18 @@ def test_percentiles_match_numpys_nanpercentile():
     samples[1:, 5] = np.nan  # one value left in a column
     for percent in (2.5, 50, 97.5):
         assert np.allclose(compare.percentiles(samples, percent), np.nanpercentile(samples, percent, axis=0))
+
+
+def test_steps_to_a_threshold_are_exact_in_a_long_run_read_through_its_buckets(make_run, monkeypatch):
+    monkeypatch.setattr(history, "MAX_BUCKETS", 4)  # 100 evaluations in at most 4 buckets of 32
+    run = make_run()
+    add_events(run, "train", [(step, {"train/loss": 1.0}) for step in range(5, 1000, 10)])  # other kinds between
+    returns_at = {step: float(step // 10) for step in range(10, 1010, 10)}  # 1, 2, ..., 100
+    returns_at[430] = 50.0  # an early crossing of 50, in a bucket whose largest value (64) comes later
+    add_events(run, "eval", [(step, {"eval/return_mean": value}) for step, value in returns_at.items()])
+    assert MetricBucket.objects.filter(run=run, key="eval/return_mean").count() <= 4
+    assert compare.steps_to_reach(run, 50.0) == 430
+    assert compare.steps_to_reach(run, 80.0) == 800  # not 960, where its bucket peaks
+    assert compare.steps_to_reach(run, 1.0) == 10
+    assert compare.steps_to_reach(run, 100.0) == 1000
+    assert compare.steps_to_reach(run, 100.5) is None

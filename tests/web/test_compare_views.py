@@ -193,6 +193,7 @@ def test_the_json_export_has_runs_settings_summary_and_every_value(owner_client,
     assert response.status_code == 200 and response["Content-Type"] == "application/json"
     data = json.loads(b"".join(response.streaming_content))
     assert [run["id"] for run in data["runs"]] == [run.pk for run in sweep] and "secret" not in json.dumps(data)
+    assert data["left_out"] == 1
     assert data["settings"][str(sweep[0].pk)]["learning_rate"] == 0.001
     assert [row["steps_to_threshold"] for row in data["summary"]] == [None, 300]
     assert data["columns"] == compare.EXPORT_COLUMNS
