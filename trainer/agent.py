@@ -73,6 +73,9 @@ class Agent:
     def load_extra_state(self, state: dict) -> None:
         pass
 
+    def reset_state(self, batch: int = 1) -> None:
+        """Called before every episode played with `predict`: a recurrent agent forgets the last one."""
+
     # --- shared behaviour -----------------------------------------------------------------------
     def predict(self, observation, deterministic: bool = True):
         """The action for one observation."""
@@ -90,6 +93,7 @@ class Agent:
         try:
             observation, _ = env.reset(seed=seed)  # a given env without a seed continues its own stream
             for _ in range(episodes):
+                self.reset_state()
                 total, length, done = 0.0, 0, False
                 while not done:
                     action = self.predict(observation, deterministic=True)

@@ -40,6 +40,7 @@ def record_episode(agent, env, path: str | Path, seed: int | None = None) -> dic
     path.parent.mkdir(parents=True, exist_ok=True)
     fps = env.metadata.get("render_fps") or 30
     observation, _ = env.reset(seed=seed)
+    agent.reset_state()
     total, length, done = 0.0, 0, False
     writer = imageio.get_writer(path, format="FFMPEG", fps=fps, codec="libx264", pixelformat="yuv420p",
                                 macro_block_size=1, output_params=["-movflags", "+faststart"])

@@ -157,3 +157,17 @@ def test_r2d1_refuses_continuous_actions_and_a_buffer_too_small_for_two_sequence
     with pytest.raises(trainer.ConfigError) as error:
         trainer.make("r2d1", "CartPole-v1", buffer_size=100, sequence_length=40, burn_in=20, n_step=5, num_envs=4)
     assert "buffer_size" in error.value.errors
+
+
+def test_every_evaluation_and_video_episode_starts_from_a_fresh_recurrent_state(tmp_path):
+    from trainer.video import record_episode, video_env
+
+    agent = trainer.make("r2d1", "CartPole-v1", seed=0, **TINY)
+    agent.learn(200, eval_episodes=0)
+    first = agent.evaluate(3, seed=5)["returns"]
+    agent.state = (agent.state[0] + 5.0, agent.state[1] - 5.0)  # whatever the last episode left behind
+    assert agent.evaluate(3, seed=5)["returns"] == first
+    env = video_env("CartPole-v1")
+    recorded = [record_episode(agent, env, tmp_path / f"{i}.mp4", seed=5)["episode_return"] for i in range(2)]
+    env.close()
+    assert recorded == [first[0]] * 2

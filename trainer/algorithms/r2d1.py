@@ -19,7 +19,7 @@ from torch.nn import functional as F
 
 from trainer.agent import Agent
 from trainer.buffers import SumTree
-from trainer.envs import finished_episodes, make_env, make_vector_env
+from trainer.envs import finished_episodes, make_vector_env
 from trainer.networks import ObservationEncoder
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, DQN_FAMILY, register
@@ -215,29 +215,6 @@ class R2D1(Agent):
         with torch.no_grad():
             q, self.state = self.q_network.step(torch.as_tensor(observations, device=self.device), self.state)
         return q.argmax(dim=1).cpu().numpy() + int(self.action_space.start)
-
-    def evaluate(self, episodes: int = 10, seed: int | None = None, env=None) -> dict:
-        own_env = env is None
-        env = make_env(self.env_id) if own_env else env
-        if own_env and seed is None:
-            seed = self.seed + 1_000_003
-        returns, lengths = [], []
-        observation, _ = env.reset(seed=seed)
-        try:
-            for _ in range(episodes):
-                self.reset_state()
-                total, length, done = 0.0, 0, False
-                while not done:
-                    observation, reward, terminated, truncated, _ = env.step(self.predict(observation))
-                    total, length, done = total + float(reward), length + 1, terminated or truncated
-                returns.append(total)
-                lengths.append(length)
-                observation, _ = env.reset()
-        finally:
-            if own_env:
-                env.close()
-        return {"mean": float(np.mean(returns)), "std": float(np.std(returns)),
-                "length_mean": float(np.mean(lengths)), "returns": returns}
 
     # --- learning ----------------------------------------------------------------------------------
     def update(self, replay: SequenceReplay, beta: float) -> dict:
