@@ -363,18 +363,30 @@
       if (metricKinds.includes(event.kind)) addPoints(event, changed);
       if (event.kind === "episode") episodeCount += 1;
       if (logKinds.includes(event.kind)) addLogLine(event);
-      if (event.kind === "started") setStatus("running");
-      else if (event.kind === "checkpoint") addCheckpoint(event.values);
+      if (event.kind === "started") {
+        setStatus("running");
+        if (event.values.device) document.getElementById("device-used").textContent = event.values.device;
+      } else if (event.kind === "checkpoint") addCheckpoint(event.values);
       else if (event.kind === "video") addVideo(event.values);
-      else if (event.kind === "finished") setStatus(event.values.status);
-      else if (event.kind === "failed") {
-        setStatus("failed");
-        showError(event.values.error);
+      else if (event.kind === "finished" || event.kind === "failed") {
+        setStatus(event.kind === "failed" ? "failed" : event.values.status);
+        if (event.kind === "failed") showError(event.values.error);
+        showEnd(event.time);
       }
       showNumbers(event);
     }
     changed.forEach((chart) => { chart.stale = true; });
-    return Promise.all([...changed].filter((chart) => onScreen.has(chart)).map(draw));
+    const ended = events.some((event) => event.kind === "finished" || event.kind === "failed");
+    // at the end every chart is brought up to date, on screen or not (a print, a screenshot)
+    const due = ended ? [...charts.values()].filter((chart) => chart.stale) : [...changed].filter((c) => onScreen.has(c));
+    return Promise.all(due.map(draw));
+  }
+
+  function showEnd(seconds) {
+    document.getElementById("run-finished").textContent = "just now";
+    const minutes = Math.floor(seconds / 60);
+    document.getElementById("run-duration").textContent =
+      minutes ? `${minutes} min ${Math.round(seconds % 60)} s` : `${seconds.toFixed(1)} s`;
   }
 
   // Live events arrive one by one; draw what came at the next animation frame, one batch at a time, then

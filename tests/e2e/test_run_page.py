@@ -99,6 +99,12 @@ def test_the_run_page_follows_a_run_live_and_its_controls_work(site, browser, tm
 
     # videos appear while the page is open, newest first, and play
     page.wait_for_function(f"{STATUS}.textContent === 'succeeded'", timeout=300_000)
+    # at the end every chart is up to date, also those off screen (they skip live redraws until seen)
+    undrawn = """Array.from(document.querySelectorAll('.chart-card')).filter((card) => {
+        const raw = (card.querySelector('.chart').data || []).find((trace) => trace.name === 'raw');
+        return !raw || raw.x.length === 0; }).map((card) => card.dataset.metric)"""
+    page.wait_for_function(f"({undrawn}).length === 0", timeout=10_000)
+    assert page.inner_text("#run-finished") == "just now" and page.inner_text("#run-duration").endswith(" s")
     page.wait_for_function("document.querySelectorAll('#video-list video').length === 3")
     captions = page.eval_on_selector_all("#video-list figcaption", "(all) => all.map((item) => item.textContent)")
     assert [caption.split(" · ")[0] for caption in captions] == ["step 6000", "step 4000", "step 2000"]

@@ -51,15 +51,16 @@ def test_it_shows_the_configuration_device_host_and_timings(owner_client, traine
     experiment = trained_run.experiment
     for label, value in [("Algorithm", "dqn"), ("Seed", "0"), ("Total steps", str(trained_run.total_steps)),
                          ("Eval interval", "200 steps, 2 episodes"), ("Checkpoint interval", "off"),
-                         ("Video interval", "off"), ("Device asked for", "cpu"), ("Device used", "cpu"),
+                         ("Video interval", "off"), ("Device asked for", "cpu"),
                          ("Worker host", trained_run.worker_host)]:
         assert re.search(rf"<dt>{label}</dt><dd>{re.escape(value)}</dd>", config), label
+    assert '<dt>Device used</dt><dd id="device-used">cpu</dd>' in config
     assert "<code>CartPole-v1</code>" in config
     for name, value in experiment.hyperparameters.items():
         assert f"<dt><code>{name}</code></dt><dd>{value}</dd>" in config
     timings = html[html.index('id="run-timings"'):]
-    assert re.search(r"<dt>Finished</dt><dd>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d</dd>", timings)
-    assert "<dt>Duration</dt><dd>0" in timings  # "0 minutes" for a run of seconds
+    assert re.search(r'<dt>Finished</dt><dd id="run-finished">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d</dd>', timings)
+    assert '<dt>Duration</dt><dd id="run-duration">0' in timings  # "0 minutes" for a run of seconds
 
 
 def test_a_failed_run_shows_its_error_and_traceback(owner_client, queued_run):
