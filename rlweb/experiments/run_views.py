@@ -10,6 +10,7 @@ from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
 
 from rlweb.experiments import history, live
 from rlweb.experiments.models import Checkpoint, Video
@@ -22,7 +23,21 @@ def run_detail(request, run_id: int):
     run = owned_run(request, run_id)
     return render(request, "experiments/run_detail.html", {
         "run": run, "experiment": run.experiment, "hyperparameters": sorted(run.experiment.hyperparameters.items()),
-        "checkpoints": run.checkpoints.all(), "videos": history.video_list(run)})
+        "checkpoints": run.checkpoints.all(), "videos": history.video_list(run), "duration": duration_text(run)})
+
+
+def duration_text(run) -> str:
+    """How long the run took ("running for ..." while it runs), as run_detail.js writes it at the end."""
+    if not run.started_at:
+        return "–"
+    seconds = ((run.finished_at or timezone.now()) - run.started_at).total_seconds()
+    if seconds < 60:
+        text = f"{seconds:.1f} s"
+    elif seconds < 3600:
+        text = f"{int(seconds // 60)} min {round(seconds % 60)} s"
+    else:
+        text = f"{int(seconds // 3600)} h {round(seconds % 3600 / 60)} min"
+    return text if run.finished_at else f"running for {text}"
 
 
 def run_history(request, run_id: int):

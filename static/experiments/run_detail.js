@@ -384,9 +384,10 @@
 
   function showEnd(seconds) {
     document.getElementById("run-finished").textContent = "just now";
-    const minutes = Math.floor(seconds / 60);
-    document.getElementById("run-duration").textContent =
-      minutes ? `${minutes} min ${Math.round(seconds % 60)} s` : `${seconds.toFixed(1)} s`;
+    const text = seconds < 60 ? `${seconds.toFixed(1)} s`  // as run_views.duration_text writes it
+      : seconds < 3600 ? `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`
+        : `${Math.floor(seconds / 3600)} h ${Math.round((seconds % 3600) / 60)} min`;
+    document.getElementById("run-duration").textContent = text;
   }
 
   // Live events arrive one by one; draw what came at the next animation frame, one batch at a time, then

@@ -60,7 +60,8 @@ def test_it_shows_the_configuration_device_host_and_timings(owner_client, traine
         assert f"<dt><code>{name}</code></dt><dd>{value}</dd>" in config
     timings = html[html.index('id="run-timings"'):]
     assert re.search(r'<dt>Finished</dt><dd id="run-finished">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d</dd>', timings)
-    assert '<dt>Duration</dt><dd id="run-duration">0' in timings  # "0 minutes" for a run of seconds
+    seconds = (trained_run.finished_at - trained_run.started_at).total_seconds()
+    assert f'<dt>Duration</dt><dd id="run-duration">{seconds:.1f} s</dd>' in timings  # a run of seconds  # "0 minutes" for a run of seconds
 
 
 def test_a_failed_run_shows_its_error_and_traceback(owner_client, queued_run):
@@ -76,3 +77,16 @@ def test_it_has_the_chart_controls_the_log_and_the_csv_link(owner_client, queued
                     'id="video-list"', f'href="{reverse("run-csv", args=[queued_run.pk])}"',
                     f'data-history-url="{reverse("run-history", args=[queued_run.pk])}"'):
         assert element in html, element
+
+
+def test_durations_read_in_minutes_and_hours_and_a_running_run_says_so(owner_client, queued_run):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    started = timezone.now() - timedelta(hours=3)
+    url = reverse("run-detail", args=[queued_run.pk])
+    for finished, text in [(started + timedelta(minutes=3, seconds=20), "3 min 20 s"),
+                           (started + timedelta(hours=2, minutes=5), "2 h 5 min"), (None, "running for 3 h 0 min")]:
+        queued_run.__class__.objects.filter(pk=queued_run.pk).update(started_at=started, finished_at=finished)
+        assert f'<dd id="run-duration">{text}</dd>' in owner_client.get(url).content.decode()
