@@ -32,8 +32,9 @@ CANCEL_AFTER = 1_500
 TRAINING = {
     "total_steps": str(TOTAL_STEPS), "eval_interval": "2000", "eval_episodes": "3", "checkpoint_interval": "0",
     "hp_learning_starts": "500", "hp_buffer_size": "10000", "hp_batch_size": "32", "hp_train_frequency": "4",
-    "hp_target_update_interval": "250", "hp_learning_rate": "0.0007", "hp_hidden_layers": "64,64",
-}
+    "hp_gradient_steps": "1", "hp_target_update_interval": "250", "hp_learning_rate": "0.0007",
+    "hp_hidden_layers": "64,64",
+}  # one small update every 4 steps: fast on a busy CPU
 STATUS = "document.getElementById('run-status').textContent"
 STEPS_DONE = "parseInt(document.getElementById('run-progress-text').textContent)"
 
@@ -81,6 +82,7 @@ def site(tmp_path_factory):
             server.kill()
             server.wait()
         log.close()
+        print(f"devserver log (the end):\n{(var / 'devserver.log').read_text()[-6000:]}")  # shown on a failure
 
 
 def test_the_sweep_marks_a_silent_run_lost_without_any_page_view(site):
