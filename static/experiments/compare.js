@@ -92,14 +92,17 @@
       if (mine === request) retryLater("The server did not answer; trying again.");
       return;
     }
+    const answer = await response.json().catch(() => null);  // an error page, or the login page
     if (mine !== request) return;
-    const answer = await response.json();
-    if (!response.ok) {
-      statusLine.textContent = answer.error || `The comparison could not be loaded (HTTP ${response.status}).`;
+    if (!response.ok || answer === null) {
+      const message = (answer && answer.error) || `The comparison could not be loaded (HTTP ${response.status}).`;
+      if (response.status === 400) statusLine.textContent = message;  // asking again would not help
+      else retryLater(`${message} Trying again.`);
       return;
     }
     data = answer;
     await draw();
+    if (mine !== request) return;  // the options changed while drawing: the newer answer takes over
     drawSummary();
     drawVideos();
     if (!page.dataset.ready) {  // the first full drawing: benchmarks and browser tests wait for this
@@ -134,13 +137,12 @@
       const series = metric.runs[run.id];
       if (!series || hidden.has(`run-${run.id}`)) return;
       const x = series.x;
-      const sparse = series.value.length < 60;
-      if (weight > 0 && !sparse) {
+      if (weight > 0) {  // the raw points stay faint behind the smoothed line, as on the run page
         traces.push({x, y: series.value, type: "scatter", mode: "lines", line: {color: colour(index, 0.22), width: 1},
                      hoverinfo: "skip", showlegend: false});
       }
-      traces.push({x, y: sparse ? series.value : smooth(series.value, weight), name: run.label, type: "scatter",
-                   mode: sparse ? "lines+markers" : "lines", line: {color: colour(index), width: 1.8},
+      traces.push({x, y: smooth(series.value, weight), name: run.label, type: "scatter",
+                   mode: series.value.length < 60 ? "lines+markers" : "lines", line: {color: colour(index), width: 1.8},
                    marker: {size: 5}});
     });
     return traces;

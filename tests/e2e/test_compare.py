@@ -122,6 +122,15 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(site
     page.wait_for_selector("#run-table")
     real_run = int(page.get_attribute("#run-table a[data-run-id]", "data-run-id"))
 
+    # "Compare with…" on its run page: a comparison of this run that offers the others to add
+    page.click("#run-table a[data-run-id]")
+    page.click("#compare-with")
+    page.wait_for_function(READY)
+    page.check(f"#add-runs-form input[value='{demo_runs[0]}']")
+    page.click("#add-runs-form button[type=submit]")
+    page.wait_for_function(READY)
+    assert page.url == f"{base}/compare/?runs={real_run},{demo_runs[0]}"
+
     # pick it and the DQN and PPO seeds in the run list
     others = [*demo_runs[-2:][::-1], *demo_runs[:3][::-1]]  # as the run list orders them: newest first
     picked = [real_run, *others]
@@ -186,6 +195,14 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(site
     assert page.inner_text(cell).replace(",", "").isdigit() or page.inner_text(cell) == "not reached"
     assert "threshold=300" in page.url
 
+    # the shared legend hides a group in every chart, and shows it again
+    names = f"{RETURN_CHART}.data.map((trace) => trace.name || '')"
+    page.click("#compare-legend button:has-text('PPO baseline')")
+    assert not any(name.startswith("PPO") for name in page.evaluate(names))
+    assert page.get_attribute("#compare-legend button:has-text('PPO baseline')", "aria-pressed") == "false"
+    page.click("#compare-legend button:has-text('PPO baseline')")
+    assert any(name.startswith("PPO") for name in page.evaluate(names))
+
     # the hyperparameter diff shows what differs; "show all" shows the rest
     differing = visible_settings(page)
     assert {"algorithm", "seed", "learning_rate"} <= set(differing) and "gamma" not in differing
@@ -224,7 +241,8 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(site
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.uncheck("#show-all-settings")
-    page.mouse.move(0, 0)  # no chart toolbar in the picture
+    page.mouse.move(0, 0)  # no chart toolbar in the picture (it fades out)
+    page.wait_for_timeout(800)
     page.screenshot(path=str(SCREENSHOTS / "compare.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
     page.wait_for_timeout(800)  # plotly resizes to the narrow page
