@@ -2,6 +2,7 @@
 
     python -m benchmarks dashboard                      # 1,000,000 events per metric, live at 100 events/s
     python -m benchmarks dashboard --events=100000 --live-seconds=10 --opens=3
+    python -m benchmarks dashboard --var-dir=/tmp/rlweb-bench   # keeps the filled database for the next time
 
 It starts `python -m rlweb.devserver` (its own Redis, SQLite in a temporary folder, worker, uvicorn) and
 works on that database from this process:
@@ -177,6 +178,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--live-seconds", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=100.0, help="live events per second")
     parser.add_argument("--screenshot", type=Path, help="save the long run's page here")
+    parser.add_argument("--var-dir", type=Path, help="keep the site's state here and reuse a long run filled before")
     args = parser.parse_args(argv)
     if not Path(CHROMIUM).exists():
         raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
@@ -188,17 +190,24 @@ def main(argv: list[str]) -> None:
         port = probe.getsockname()[1]
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="rlweb-bench-") as folder:
-        var = Path(folder)
+        var = args.var_dir or Path(folder)
+        var.mkdir(parents=True, exist_ok=True)
         server = start_site(var, port)
         try:
             use_site_database(var)
             from django.contrib.auth import get_user_model
 
-            user = get_user_model().objects.create_user(USERNAME, password=PASSWORD)
-            long_run = make_run(user, "long", total_steps=10 * args.events, status="succeeded")
-            print(f"filling a run with {args.events:,} episode, train and eval events (2 + 3 + 2 metric keys)")
-            seconds = fill(long_run, args.events)
-            print(f"stored in {seconds:.0f} s ({3 * args.events / seconds:,.0f} events/s with the summary)")
+            from rlweb.experiments.models import Run
+
+            user = get_user_model().objects.get_or_create(username=USERNAME)[0]
+            user.set_password(PASSWORD)
+            user.save()
+            long_run = Run.objects.filter(experiment__owner=user, experiment__name=f"long {args.events}").first()
+            if long_run is None:
+                long_run = make_run(user, f"long {args.events}", total_steps=10 * args.events, status="succeeded")
+                print(f"filling a run with {args.events:,} episode, train and eval events (2 + 3 + 2 metric keys)")
+                seconds = fill(long_run, args.events)
+                print(f"stored in {seconds:.0f} s ({3 * args.events / seconds:,.0f} events/s with the summary)")
             live_run = make_run(user, "live", total_steps=10**9)
 
             from playwright.sync_api import sync_playwright
