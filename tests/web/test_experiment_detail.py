@@ -17,3 +17,19 @@ def test_a_stranger_gets_a_404(stranger_client, queued_run):
 def test_a_missing_or_huge_id_is_a_404(owner_client, db):
     assert owner_client.get(reverse("experiment-detail", args=[4242])).status_code == 404
     assert owner_client.get("/experiments/99999999999999999999999/").status_code == 404
+
+
+def test_a_cancelled_or_lost_run_can_be_resumed_from_the_experiment_page(owner_client, queued_run):
+    from rlweb.experiments.models import Run
+
+    url = reverse("experiment-detail", args=[queued_run.experiment.pk])
+    assert b"data-resume-run" not in owner_client.get(url).content
+    Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.CANCELLED)
+    html = owner_client.get(url).content.decode()
+    assert f'action="{reverse("run-resume", args=[queued_run.pk])}"' in html and "data-resume-run" in html
+
+
+def test_it_offers_clone_and_delete(owner_client, queued_run):
+    html = owner_client.get(reverse("experiment-detail", args=[queued_run.experiment.pk])).content.decode()
+    assert f'href="{reverse("experiment-clone", args=[queued_run.experiment.pk])}"' in html
+    assert f'action="{reverse("experiment-delete", args=[queued_run.experiment.pk])}"' in html
