@@ -50,6 +50,7 @@ class Agent:
         self.observation_space = observation_space
         self.action_space = action_space
         self.steps_done = 0  # env steps trained so far, across learn() calls and resumes
+        self.best_eval_return: float | None = None  # the best evaluation so far, across learn() calls and resumes
         self.rng = seed_everything(self.seed)
         self.modules: dict[str, torch.nn.Module] = {}
         self.optimizers: dict[str, torch.optim.Optimizer] = {}

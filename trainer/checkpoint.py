@@ -51,6 +51,7 @@ def save_checkpoint(agent, path: str | Path) -> Path:
         "hyperparameters": agent.hyperparameters(),
         "seed": agent.seed,
         "step": agent.steps_done,
+        "best_eval_return": agent.best_eval_return,  # a resumed run's best checkpoint must beat it
         "observation_space": space_to_json(agent.observation_space),
         "action_space": space_to_json(agent.action_space),
         "extra_state": agent.extra_state(),
@@ -129,5 +130,7 @@ def load_checkpoint(path: str | Path, device: str = "auto"):
                 state.setdefault(int(index), {})[slot] = value
         optimizer.load_state_dict({"state": state, "param_groups": groups})
     agent.steps_done = int(config.get("step", 0))
+    best = config.get("best_eval_return")
+    agent.best_eval_return = float(best) if isinstance(best, (int, float)) else None
     agent.load_extra_state(config.get("extra_state") or {})
     return agent

@@ -37,7 +37,8 @@ class Runner:
         # train metrics are averaged over this many env steps before they are sent
         self.log_interval = int(log_interval) or max(100, (self.end_step - self.start_step) // 500)
         self.stopped = False
-        self.best_eval = float("-inf")
+        # a resumed run keeps its best: the "best" checkpoint is only replaced by a better evaluation
+        self.best_eval = agent.best_eval_return if agent.best_eval_return is not None else float("-inf")
         self.last_eval: dict | None = None
         self._train_sums: dict[str, float] = defaultdict(float)
         self._train_counts: dict[str, int] = defaultdict(int)
@@ -123,7 +124,7 @@ class Runner:
                    "seconds": round(time.monotonic() - self._started, 3),
                    "eval_return_mean": self.last_eval["mean"] if self.last_eval else None,
                    "eval_return_std": self.last_eval["std"] if self.last_eval else None,
-                   "best_eval_return": self.best_eval if self.last_eval else None,
+                   "best_eval_return": self.agent.best_eval_return,
                    "final_checkpoint": str(final) if final else None}
         self.emit("finished", summary)
         return summary
@@ -139,7 +140,7 @@ class Runner:
         self.emit("eval", {"eval/return_mean": result["mean"], "eval/return_std": result["std"],
                            "eval/length_mean": result["length_mean"]})
         if result["mean"] > self.best_eval:
-            self.best_eval = result["mean"]
+            self.best_eval = self.agent.best_eval_return = result["mean"]
             if self.checkpoint_dir:
                 self._checkpoint("best.zip", "best")
 

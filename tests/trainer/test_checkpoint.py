@@ -99,3 +99,17 @@ def test_a_loaded_agent_can_go_on_learning(checkpoint):
     loaded = trainer.load(path)
     summary = loaded.learn(100)
     assert summary["steps"] == 300
+
+
+def test_a_resumed_run_keeps_its_best_evaluation_and_best_checkpoint(tmp_path):
+    agent = trainer.make("dqn", "CartPole-v1", seed=0, learning_starts=50, batch_size=16, buffer_size=500)
+    agent.learn(200, checkpoint_dir=tmp_path, eval_episodes=2)
+    best = agent.best_eval_return
+    assert best is not None and (tmp_path / "best.zip").exists()
+    loaded = trainer.load(tmp_path / "final.zip")
+    assert loaded.best_eval_return == best
+    loaded.best_eval_return = best = 10_000.0  # no evaluation can beat this
+    best_file = (tmp_path / "best.zip").read_bytes()
+    summary = loaded.learn(100, checkpoint_dir=tmp_path, eval_episodes=2)
+    assert summary["best_eval_return"] == best and summary["eval_return_mean"] < best
+    assert (tmp_path / "best.zip").read_bytes() == best_file
