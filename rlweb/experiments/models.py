@@ -3,7 +3,9 @@
 `Run` holds the truth about a run (state, heartbeat, final metrics); Redis only carries the live stream.
 """
 
+import tempfile
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import models, transaction
@@ -285,6 +287,17 @@ class Checkpoint(models.Model):
         if self.tag == self.Tag.PERIODIC:
             return f"run{self.run_id}-step{self.step}.zip"
         return f"run{self.run_id}-{self.tag}.zip"
+
+    def load_agent(self, device: str = "cpu"):
+        """The agent saved in this checkpoint, copied out of storage (trainer reads local files; a
+        checkpoint holds no pickle, so loading runs no code from the file)."""
+        import trainer
+
+        with tempfile.TemporaryDirectory(prefix="rlweb-checkpoint-") as folder:
+            path = Path(folder) / "checkpoint.zip"
+            with self.file.open("rb") as source:
+                path.write_bytes(source.read())
+            return trainer.load(path, device=device)
 
 
 def video_path(video: "Video", filename: str) -> str:

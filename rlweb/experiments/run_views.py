@@ -40,6 +40,23 @@ def duration_text(run) -> str:
     return text if run.finished_at else f"running for {text}"
 
 
+def run_q_table(request, run_id: int):
+    """The Q-table of a tabular run's latest checkpoint, laid out for a heatmap (`value_map`)."""
+    run = owned_run(request, run_id)
+    checkpoint = run.checkpoints.order_by("-step", "-id").first()
+    if checkpoint is None:
+        return JsonResponse({"error": "No checkpoint yet: the table appears with the run's first one."}, status=404)
+    try:
+        agent = checkpoint.load_agent()
+    except (OSError, ValueError) as error:
+        return JsonResponse({"error": f"The checkpoint cannot be read: {error}"}, status=404)
+    value_map = agent.value_map() if hasattr(agent, "value_map") else None
+    if value_map is None:
+        return JsonResponse({"error": "Only tabular runs with one- or two-dimensional states have a table to draw."},
+                            status=404)
+    return JsonResponse({"step": checkpoint.step, "tag": checkpoint.tag, **value_map})
+
+
 def run_history(request, run_id: int):
     """What the run page draws first: downsampled metrics, the log, checkpoints, videos, `last_seq`."""
     return JsonResponse(history.history(owned_run(request, run_id)))

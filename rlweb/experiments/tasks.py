@@ -20,7 +20,6 @@ import uuid
 import redis
 import trainer
 from django.conf import settings
-from django.core.files.storage import default_storage
 from django.db import transaction
 from kombu.exceptions import OperationalError
 from trainer.events import make_event
@@ -111,10 +110,7 @@ def load_agent(run: Run, checkpoint: Checkpoint | None, folder: str):
     if checkpoint is None:
         return trainer.make(experiment.algorithm, experiment.env_id, seed=run.seed, device=experiment.device,
                             **experiment.hyperparameters)
-    path = f"{folder}/resume.zip"
-    with default_storage.open(checkpoint.file.name, "rb") as source, open(path, "wb") as target:
-        target.write(source.read())
-    return trainer.load(path, device=experiment.device)
+    return checkpoint.load_agent(device=experiment.device)
 
 
 @app.task(name="rlweb.mark_lost_runs")

@@ -20,6 +20,7 @@ urlpatterns = [
     path("runs/<int:run_id>/stream", run_views.run_stream, name="run-stream"),
     path("runs/<int:run_id>/history.json", run_views.run_history, name="run-history"),
     path("runs/<int:run_id>/events.csv", run_views.run_csv, name="run-csv"),
+    path("runs/<int:run_id>/q-table.json", run_views.run_q_table, name="run-q-table"),
     path("videos/<int:video_id>/", run_views.video_file, name="video-file"),
     path("compare/", compare_views.compare_page, name="compare"),
     path("compare/data.json", compare_views.compare_data, name="compare-data"),

@@ -128,6 +128,28 @@ def state_layout(config: QLearningConfig, space) -> tuple[tuple[int, ...], Grid 
     return tuple(int(n) for n in sizes), Grid(low, high, sizes)
 
 
+def _cell_centres(grid: Grid, dimension: int) -> list[float]:
+    edges = np.linspace(grid.low[dimension], grid.high[dimension], grid.sizes[dimension] + 1)
+    return [round(float(x), 6) for x in (edges[:-1] + edges[1:]) / 2]
+
+
+def _drawn_map_shape(env_id: str, states: int) -> tuple[int, int] | None:
+    """(rows, columns) of a grid-world env that numbers its cells row by row (FrozenLake, CliffWalking)."""
+    from trainer.envs import make_env
+
+    env = make_env(env_id)
+    try:
+        desc = getattr(env.unwrapped, "desc", None)
+        shape = getattr(env.unwrapped, "shape", None)
+    finally:
+        env.close()
+    if desc is not None and np.ndim(desc) == 2 and np.size(desc) == states:
+        return tuple(np.shape(desc))
+    if shape is not None and len(shape) == 2 and math.prod(shape) == states:
+        return tuple(shape)
+    return None
+
+
 def check_qlearning_env(config, observation_space, action_space) -> dict[str, str]:
     try:
         shape, _ = state_layout(config, observation_space)
@@ -171,6 +193,34 @@ class QLearning(Agent):
     def q_table(self) -> np.ndarray:
         """The table shaped (*state_shape, num_actions): grid cells (or Discrete states) by actions."""
         return self.table.reshape(*self.state_shape, self.num_actions).copy()
+
+    def value_map(self) -> dict | None:
+        """The table as a heatmap for the dashboard: max_a Q and the greedy action per state, laid out in
+        2-D (a 2-D grid or MultiDiscrete space; a Discrete space whose env draws a square map, such as
+        FrozenLake, in that map's shape; other Discrete spaces as one row). None above two dimensions.
+        States never updated (every entry still `initial_q`) have no value."""
+        table = self.q_table()
+        shape = table.shape[:-1]
+        if len(shape) > 2:
+            return None
+        untouched = np.all(table == self.config.initial_q, axis=-1)
+        values = np.where(untouched, np.nan, table.max(axis=-1))
+        actions = table.argmax(axis=-1) + int(self.action_space.start)
+        names = ["state", ""]
+        if len(shape) == 2:  # rows are the second dimension, so the first runs along the x axis
+            values, actions, untouched = values.T, actions.T, untouched.T
+            names = ["dimension 0", "dimension 1"]
+        elif map_shape := _drawn_map_shape(self.env_id, shape[0]):
+            values, actions, untouched = (a.reshape(map_shape) for a in (values, actions, untouched))
+            names = ["column", "row"]
+        else:
+            values, actions, untouched = values[None], actions[None], untouched[None]
+        x_axis, y_axis = ([_cell_centres(self.grid, d) for d in (0, 1)] if self.grid is not None and len(shape) == 2
+                          else [list(range(values.shape[1])), list(range(values.shape[0]))])
+        return {"x": x_axis, "y": y_axis, "x_title": names[0], "y_title": names[1],
+                "values": [[None if np.isnan(v) else float(v) for v in row] for row in values],
+                "actions": [[None if untouched_cell else int(action) for action, untouched_cell in zip(row, flags)]
+                            for row, flags in zip(actions, untouched)]}
 
     def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
         rows = self.table[self.states(observations)]
