@@ -54,8 +54,8 @@ def parse_run_ids(values: list[str]) -> list[int]:
             raise SelectionError(f"runs must be run numbers separated by commas; {piece[:20]!r} is not one.")
         if int(piece) not in ids:
             ids.append(int(piece))
-    if len(ids) > MAX_RUNS:
-        raise SelectionError(f"A comparison holds at most {MAX_RUNS} runs; {len(ids)} were asked for.")
+        if len(ids) > MAX_RUNS:  # stop at once: a long list is not worth reading further
+            raise SelectionError(f"A comparison holds at most {MAX_RUNS} runs; more were asked for.")
     return ids
 
 

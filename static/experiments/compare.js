@@ -20,6 +20,7 @@
   const chartList = document.getElementById("compare-charts");
   const liveIndicator = document.getElementById("live-indicator");
   const pollMilliseconds = 5000;
+  const rawLinesUpTo = 8;  // with more runs, faint raw lines behind the smoothed ones are only clutter
   const palette = [  // Tableau 20, then golden-angle hues
     [31, 119, 180], [255, 127, 14], [44, 160, 44], [214, 39, 40], [148, 103, 189], [140, 86, 75],
     [227, 119, 194], [127, 127, 127], [188, 189, 34], [23, 190, 207], [174, 199, 232], [255, 187, 120],
@@ -133,11 +134,12 @@
 
   function runTraces(metric, weight) {
     const traces = [];
+    const rawLines = weight > 0 && data.runs.length - hidden.size <= rawLinesUpTo;
     data.runs.forEach((run, index) => {
       const series = metric.runs[run.id];
       if (!series || hidden.has(`run-${run.id}`)) return;
       const x = series.x;
-      if (weight > 0) {  // the raw points stay faint behind the smoothed line, as on the run page
+      if (rawLines) {  // the raw points stay faint behind the smoothed line, as on the run page
         traces.push({x, y: series.value, type: "scatter", mode: "lines", line: {color: colour(index, 0.22), width: 1},
                      hoverinfo: "skip", showlegend: false});
       }

@@ -119,7 +119,8 @@ def test_run_ids_are_read_in_order_once_each(values, expected):
     assert compare.parse_run_ids(values) == expected
 
 
-@pytest.mark.parametrize("values", [["abc"], ["3,x"], ["-1"], ["9" * 30], ["3.5"], ["٣"], [",".join(map(str, range(51)))]])
+@pytest.mark.parametrize("values", [["abc"], ["3,x"], ["-1"], ["9" * 30], ["3.5"], ["٣"], [",".join(map(str, range(51)))],
+                                    [",".join(map(str, range(200_000)))]])
 def test_bad_run_ids_are_refused_with_a_message(values):
     with pytest.raises(compare.SelectionError) as error:
         compare.parse_run_ids(values)
