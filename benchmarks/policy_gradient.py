@@ -5,6 +5,7 @@ and PPO / A2C speed against stable-baselines3.
     python -m benchmarks policy_gradient --cartpole     # env steps to a 475 eval return, 4 algorithms x 3 seeds
     python -m benchmarks policy_gradient --pendulum     # PPO to -200 on Pendulum-v1, 3 seeds
     python -m benchmarks policy_gradient --sparse       # rnd-ppo vs ppo on sparse MountainCar, eval curves
+                                                        # (drawn in docs/benchmarks/rnd-vs-ppo.png)
     python -m benchmarks policy_gradient --speed        # PPO and A2C env steps/s vs SB3, interleaved runs
 
 Every run uses one torch thread, as the training workers do (TORCH_THREADS); the SB3 runs are timed with
@@ -17,6 +18,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -47,6 +49,7 @@ SPARSE = dict(num_envs=16, n_steps=64, batch_size=256, n_epochs=4, gamma=0.99, g
               lr_schedule="constant", clip_schedule="constant", normalize_observations=True)
 SPARSE_BUDGET = 150_000
 SPARSE_ENV = "rlweb-bench/SparseMountainCar-v0"
+CURVES_PATH = Path(__file__).resolve().parent.parent / "docs" / "benchmarks" / "rnd-vs-ppo.png"
 
 
 class SparseReward(gym.Wrapper):
@@ -130,20 +133,58 @@ def pendulum(seeds=SEEDS) -> None:
                      {"ppo": runs})
 
 
-def sparse(seeds=SEEDS) -> None:
+def sparse(seeds=SEEDS, curves_path: Path = CURVES_PATH) -> None:
     print(f"{SPARSE_ENV} (reward 1 at the flag, else 0): eval return (success rate) every "
           f"{SPARSE_BUDGET // 10} env steps, same PPO settings {SPARSE}")
-    finals = {}
+    curves: dict[str, list[list[tuple[int, float]]]] = {}
     for algorithm in ("rnd-ppo", "ppo"):
-        finals[algorithm] = []
+        curves[algorithm] = []
         for seed in seeds:
             curve = Curve()
             trainer.make(algorithm, SPARSE_ENV, seed=seed, **SPARSE).learn(
                 SPARSE_BUDGET, sink=curve, eval_interval=SPARSE_BUDGET // 10, eval_episodes=10)
-            finals[algorithm].append(curve.evals[-1][1])
+            curves[algorithm].append(curve.evals)
             points = " ".join(f"{score:.1f}" for _, score in curve.evals)
             print(f"  {algorithm:>8} seed {seed}: {points}", flush=True)
-    print("  final eval success rate: " + ", ".join(f"{a} {np.mean(v):.2f}" for a, v in finals.items()))
+    print("  final eval success rate: " + ", ".join(
+        f"{a} {np.mean([evals[-1][1] for evals in runs]):.2f}" for a, runs in curves.items()))
+    write_curves(curves, curves_path)
+    print(f"  curves: {curves_path}")
+
+
+def write_curves(curves: dict[str, list[list[tuple[int, float]]]], path: Path) -> None:
+    """The eval curves of every seed drawn by plotly in Chromium (Debian's, as the browser tests use), saved
+    as a PNG; the page itself (plotly.js inlined) goes beside it in /tmp when no browser is there."""
+    import tempfile
+
+    import plotly.graph_objects as go
+
+    colours = {"rnd-ppo": "#1f77b4", "ppo": "#d62728"}
+    figure = go.Figure()
+    for algorithm, runs in curves.items():
+        for seed, evals in enumerate(runs):
+            steps, scores = zip(*evals) if evals else ((), ())
+            figure.add_trace(go.Scatter(x=steps, y=scores, mode="lines+markers", name=f"{algorithm} seed {seed}",
+                                        line={"color": colours.get(algorithm)}, legendgroup=algorithm))
+    figure.update_layout(title=f"{SPARSE_ENV}: eval success rate (10 episodes), same PPO settings",
+                         xaxis_title="env steps", yaxis_title="success rate", yaxis_range=[-0.05, 1.05],
+                         width=900, height=500, margin={"l": 60, "r": 20, "t": 60, "b": 50})
+    page = Path(tempfile.mkdtemp(prefix="rlweb-curves-")) / "rnd-vs-ppo.html"
+    figure.write_html(page, include_plotlyjs=True, full_html=True)
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=[
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+            tab = browser.new_page(viewport={"width": 920, "height": 520})
+            tab.goto(page.as_uri())
+            tab.wait_for_selector(".plot-container")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tab.locator(".plot-container").screenshot(path=str(path))
+            browser.close()
+    except Exception as error:  # noqa: BLE001 - no browser here: the HTML page still has the curves
+        print(f"  (no PNG: {error}; the curves are in {page})")
 
 
 # --- speed against stable-baselines3 ----------------------------------------------------------------------------
