@@ -241,11 +241,16 @@ def percentiles(samples: np.ndarray, percent: float) -> np.ndarray:
 # --- curves and summaries of runs ----------------------------------------------------------------------
 
 def shared_metrics(series_by_run: dict[int, dict]) -> list[str]:
-    """The metric keys every run with data has, the usual ones first."""
+    """The metric keys that every run reporting the key's namespace (`eval/`, `train/`, ...) has, the usual
+    ones first: a run that has not evaluated yet does not hide the others' evaluations, but `train/epsilon`,
+    which DQN runs report and PPO runs (with their own `train/` keys) do not, is left out."""
     keyed = [set(series) for series in series_by_run.values() if series]
-    if not keyed:
-        return []
-    shared = set.intersection(*keyed)
+    shared = set()
+    for key in set().union(*keyed):
+        namespace = key.partition("/")[0]
+        reporting = [keys for keys in keyed if any(other.partition("/")[0] == namespace for other in keys)]
+        if all(key in keys for keys in reporting):
+            shared.add(key)
     return [key for key in FIRST_METRICS if key in shared] + sorted(shared - set(FIRST_METRICS))
 
 

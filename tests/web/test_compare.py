@@ -182,13 +182,17 @@ def test_groups_by_a_hyperparameter_and_along_wall_time(make_run, make_experimen
     assert groups[1]["x"][-1] == 2.0  # wall seconds: the events' time is step / 100
 
 
-def test_only_the_metrics_every_run_with_data_has_are_compared(make_run):
+def test_a_metric_is_compared_when_every_run_reporting_its_namespace_has_it(make_run):
     first, second, empty = make_run(), make_run(), make_run()
     returns(first, [10], [1.0])
     returns(second, [10], [2.0])
-    add_events(first, "train", [(10, {"train/loss": 0.5})])
+    add_events(first, "train", [(10, {"train/loss": 0.5, "train/epsilon": 0.9})])
+    add_events(second, "train", [(10, {"train/loss": 0.4, "train/entropy": 0.6})])
+    add_events(first, "eval", [(10, {"eval/return_mean": 3.0})])  # the second has not evaluated yet
     data = compare.comparison([first, second, empty], compare.Options())
-    assert [metric["key"] for metric in data["metrics"]] == ["rollout/episode_return", "rollout/episode_length"]
+    assert [metric["key"] for metric in data["metrics"]] == [
+        "rollout/episode_return", "eval/return_mean", "rollout/episode_length", "train/loss"]
+    assert data["metrics"][1]["runs"][second.pk] is None
     assert data["metrics"][0]["runs"][empty.pk] is None
     assert data["metrics"][0]["runs"][first.pk]["value"] == [1.0] and "groups" not in data["metrics"][0]
     assert data["without_points"] == [empty.pk]
