@@ -8,24 +8,15 @@ Screenshots of the run page land in docs/screenshots/.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 import zipfile
-from pathlib import Path
 
 import pytest
 
+from tests.e2e.stack import SCREENSHOTS
+from tests.e2e.stack import CHROMIUM, REPO, free_port, status_of  # noqa: F401 (test_compare imports them from here)
+
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = REPO / "docs" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
 USERNAME, PASSWORD = "ada", "a long browser password 7"
 TOTAL_STEPS = 12_000
 TRAINING = {  # small enough to finish in a minute or two on a busy CPU, long enough to watch it grow
@@ -34,66 +25,6 @@ TRAINING = {  # small enough to finish in a minute or two on a busy CPU, long en
     "hp_gradient_steps": "1", "hp_target_update_interval": "250", "hp_exploration_fraction": "0.3",
     "hp_learning_rate": "0.001", "hp_hidden_layers": "64,64",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def status_of(url: str) -> int | None:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except OSError:
-        return None
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """The base URL of a freshly started rlweb (empty database, its own Redis and worker)."""
-    var = tmp_path_factory.mktemp("e2e")
-    port = free_port()
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("REDIS_URL", "DATABASE_URL") and not key.startswith("RLWEB_")}
-    env["PYTHONUNBUFFERED"] = "1"
-    log = (var / "devserver.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "rlweb.devserver", "--host", "127.0.0.1", "--port", str(port), "--var-dir", str(var)],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while status_of(f"{base}/login/") != 200:
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"rlweb did not start:\n{(var / 'devserver.log').read_text()[-4000:]}")
-            time.sleep(0.5)
-        yield base
-    finally:
-        server.send_signal(signal.SIGTERM)  # the supervisor stops its children in turn
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield browser
-        browser.close()
 
 
 CHART = "document.querySelector('[data-metric=\"rollout/episode_return\"] .chart')"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_browser import SCREENSHOTS, browser, site  # noqa: F401 (fixtures)
+from tests.e2e.stack import SCREENSHOTS, sign_up
 
 pytestmark = pytest.mark.e2e
 
@@ -15,12 +15,7 @@ HEATMAP = "document.getElementById('q-table-chart')"
 
 def test_a_tabular_run_shows_its_q_table_as_a_heatmap(site, browser):  # noqa: F811
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.goto(site + "/signup/")
-    page.fill("#id_username", USERNAME)
-    page.fill("#id_password1", PASSWORD)
-    page.fill("#id_password2", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(site + "/")
+    sign_up(page, site, USERNAME, PASSWORD)
     page.goto(site + "/experiments/new/?algorithm=qlearning")
     page.fill("#id_name", "FrozenLake table")
     page.fill("#id_env_id", "FrozenLake-v1")

@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-from tests.e2e.test_browser import SCREENSHOTS, browser, site  # noqa: F401 (fixtures)
+from tests.e2e.stack import SCREENSHOTS, sign_up
 
 pytestmark = pytest.mark.e2e
 
@@ -38,12 +38,7 @@ def points(chart: str) -> str:
 
 
 def launch(page, site_url: str) -> None:
-    page.goto(site_url + "/signup/")
-    page.fill("#id_username", USERNAME)
-    page.fill("#id_password1", PASSWORD)
-    page.fill("#id_password2", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(site_url + "/")
+    sign_up(page, site_url, USERNAME, PASSWORD)
     page.goto(site_url + "/experiments/new/")
     page.fill("#id_name", "Run page in the browser")
     for name, value in TRAINING.items():

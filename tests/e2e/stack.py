@@ -1,0 +1,128 @@
+"""What the browser tests share: a freshly started rlweb (`python -m rlweb.devserver`: its own Redis,
+migrations on a temporary SQLite file, one Celery worker running beat, uvicorn), Debian's chromium
+driven by Playwright, and signing up through the real pages."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO / "docs" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def status_of(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return None
+
+
+@dataclass
+class Site:
+    url: str
+    var: Path
+    env: dict
+
+    def orm(self, code: str):
+        """Run `code` with Django set up on the site's own database; it sets `result`, returned as JSON."""
+        script = "import django, json\ndjango.setup()\n" + textwrap.dedent(code) + "\nprint(json.dumps(result))\n"
+        done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60,
+                              env=dict(self.env, RLWEB_VAR_DIR=str(self.var), DJANGO_SETTINGS_MODULE="rlweb.settings"))
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def running_site(var: Path):
+    """Start rlweb with its state in `var` and yield it as a Site; stop every process it started after."""
+    port = free_port()
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("REDIS_URL", "DATABASE_URL") and not key.startswith("RLWEB_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    log = (var / "devserver.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "rlweb.devserver", "--host", "127.0.0.1", "--port", str(port), "--var-dir", str(var)],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while status_of(f"{url}/login/") != 200:
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"rlweb did not start:\n{(var / 'devserver.log').read_text()[-4000:]}")
+            time.sleep(0.5)
+        yield Site(url, var, env)
+    finally:
+        server.send_signal(signal.SIGTERM)  # the supervisor stops its children in turn
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+        print(f"devserver log (the end):\n{(var / 'devserver.log').read_text()[-6000:]}")  # shown on a failure
+
+
+@contextlib.contextmanager
+def chromium():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield browser
+        browser.close()
+
+
+def sign_up(page, url: str, username: str, password: str) -> None:
+    """Create an account through the sign-up page; the new user lands on the experiment list."""
+    page.goto(url + "/signup/")
+    page.fill("#id_username", username)
+    page.fill("#id_password1", password)
+    page.fill("#id_password2", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(url + "/")
+
+
+@pytest.fixture(scope="module")
+def site_stack(tmp_path_factory):
+    """A fresh rlweb for one test module, as a Site (url, var folder, env, `orm`)."""
+    with running_site(tmp_path_factory.mktemp("e2e")) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def site(site_stack):
+    """The base URL of a fresh rlweb (empty database, its own Redis and worker)."""
+    return site_stack.url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as browser:
+        yield browser
