@@ -7,6 +7,7 @@ and PPO / A2C speed against stable-baselines3.
     python -m benchmarks policy_gradient --sparse       # rnd-ppo vs ppo on sparse MountainCar, eval curves
                                                         # (drawn in docs/benchmarks/rnd-vs-ppo.png)
     python -m benchmarks policy_gradient --speed        # PPO and A2C env steps/s vs SB3, interleaved runs
+    python -m benchmarks policy_gradient --speed --sb3-one-thread   # only SB3 at one thread
 
 Every run uses one torch thread, as the training workers do (TORCH_THREADS); the SB3 runs are timed with
 one thread and with torch's default. Speeds are compared as ratios of interleaved runs (DESIGN.md).
@@ -227,12 +228,14 @@ def timed_ours(algorithm: str, seed: int, total_steps: int) -> tuple[float, floa
     return rate, agent.evaluate(10, seed=10_000 + seed)["mean"]
 
 
-def speed(seeds=SEEDS, budgets=(("ppo", 100_000), ("a2c", 200_000))) -> None:
+def speed(seeds=SEEDS, budgets=(("ppo", 100_000), ("a2c", 200_000)), sb3_default_threads: bool = True) -> None:
     default_threads = DEFAULT_THREADS
     for algorithm, total_steps in budgets:
         print(f"{algorithm.upper()} on CartPole-v1, zoo settings, 8 envs, {total_steps} env steps, interleaved runs "
-              f"(rlweb 1 thread; sb3 with 1 and with {default_threads} threads)")
-        rates: dict[str, list[float]] = {"rlweb": [], "sb3 1 thread": [], f"sb3 {default_threads} threads": []}
+              f"(rlweb 1 thread; sb3 with 1{f' and with {default_threads}' if sb3_default_threads else ''} threads)")
+        rates: dict[str, list[float]] = {"rlweb": [], "sb3 1 thread": []}
+        if sb3_default_threads:
+            rates[f"sb3 {default_threads} threads"] = []
         returns: dict[str, list[float]] = {name: [] for name in rates}
         for seed in seeds:
             for name in rates:
@@ -253,6 +256,8 @@ def speed(seeds=SEEDS, budgets=(("ppo", 100_000), ("a2c", 200_000))) -> None:
 def main(options: list[str]) -> None:
     torch.set_num_threads(1)
     parts = {"--cartpole": cartpole, "--pendulum": pendulum, "--sparse": sparse, "--speed": speed}
+    if "--sb3-one-thread" in options:  # skip SB3 at torch's default thread count (slow on a busy machine)
+        parts["--speed"] = lambda: speed(sb3_default_threads=False)
     chosen = [parts[o] for o in options if o in parts] or list(parts.values())
     for part in chosen:
         part()
