@@ -13,7 +13,6 @@ import zipfile
 import pytest
 
 from tests.e2e.stack import SCREENSHOTS
-from tests.e2e.stack import CHROMIUM, REPO, free_port, status_of  # noqa: F401 (test_compare imports them from here)
 
 pytestmark = pytest.mark.e2e
 

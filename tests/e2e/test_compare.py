@@ -3,22 +3,19 @@ site's database, plus one real run that a worker trains meanwhile), open the com
 run, group by experiment, change the band, smoothing and scale, set a threshold, read the hyperparameter
 diff, export CSV, and take screenshots at desktop and phone widths (docs/screenshots/compare*.png).
 
-The real stack runs as subprocesses (`python -m rlweb.devserver`), as in test_browser.py.
+The real stack runs as subprocesses (`python -m rlweb.devserver`, tests/e2e/stack.py).
 """
 
 from __future__ import annotations
 
 import csv
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_browser import CHROMIUM, REPO, SCREENSHOTS, free_port, status_of
+from tests.e2e.stack import REPO, SCREENSHOTS
 
 pytestmark = pytest.mark.e2e
 
@@ -40,48 +37,11 @@ print(",".join(map(str, seed_demo(sys.argv[2], sys.argv[3]))))
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """A fresh rlweb with the demo user and their finished runs: (base URL, the demo run ids)."""
-    var = tmp_path_factory.mktemp("e2e-compare")
-    port = free_port()
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("REDIS_URL", "DATABASE_URL") and not key.startswith("RLWEB_")}
-    log = (var / "devserver.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "rlweb.devserver", "--host", "127.0.0.1", "--port", str(port), "--var-dir", str(var)],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while status_of(f"{base}/login/") != 200:
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"rlweb did not start:\n{(var / 'devserver.log').read_text()[-4000:]}")
-            time.sleep(0.5)
-        seeded = subprocess.run([sys.executable, "-c", SEED_SCRIPT, str(var), USERNAME, PASSWORD], cwd=REPO, env=env,
-                                capture_output=True, text=True, timeout=300, check=True)
-        yield base, [int(run_id) for run_id in seeded.stdout.strip().splitlines()[-1].split(",")]
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield browser
-        browser.close()
+def demo_site(site_stack):
+    """The fresh rlweb with the demo user and their finished runs: (base URL, the demo run ids)."""
+    seeded = subprocess.run([sys.executable, "-c", SEED_SCRIPT, str(site_stack.var), USERNAME, PASSWORD], cwd=REPO,
+                            env=site_stack.env, capture_output=True, text=True, timeout=300, check=True)
+    return site_stack.url, [int(run_id) for run_id in seeded.stdout.strip().splitlines()[-1].split(",")]
 
 
 def legend(page) -> list[str]:
@@ -98,8 +58,8 @@ def set_smoothing(page, value: float) -> None:
                                         "input.dispatchEvent(new Event('input')); }", value)
 
 
-def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(site, browser, tmp_path):
-    base, demo_runs = site
+def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(demo_site, browser, tmp_path):
+    base, demo_runs = demo_site
     context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
     page = context.new_page()
     page.set_default_timeout(30_000)
