@@ -98,7 +98,8 @@ def test_a_sink_can_stop_the_run_and_it_ends_cancelled(tmp_path):
     summary = trainer.make("dqn", "CartPole-v1", seed=0, **TINY).learn(
         100_000, sink=sink, checkpoint_dir=tmp_path)
     assert summary["status"] == "cancelled"
-    assert summary["steps"] < 2_000
+    # the runner asks the sink every STOP_POLL_SECONDS (0.5 s): a few thousand steps on a fast machine
+    assert 100 <= summary["steps"] < 20_000
     assert (tmp_path / "final.zip").exists()
     assert sink.events[-1]["kind"] == "finished" and sink.events[-1]["values"]["status"] == "cancelled"
 
