@@ -38,18 +38,7 @@
     return `hsla(${Math.round(index * 137.5) % 360}, 60%, 45%, ${alpha})`;
   }
 
-  // TensorBoard's exponential moving average, debiased so the first points are not pulled towards 0.
-  function smooth(values, weight) {
-    if (!weight) return values;
-    let last = 0;
-    let norm = 0;
-    return values.map((value) => {
-      if (value === null || !Number.isFinite(value)) return null;
-      last = last * weight + (1 - weight) * value;
-      norm = norm * weight + (1 - weight);
-      return last / norm;
-    });
-  }
+  const smooth = window.rlwebSmooth;  // smoothing.js
 
   // --- the URL holds the selection and every option, so the page can be bookmarked and shared ----------
   function serverQuery() {

@@ -91,18 +91,7 @@
     return chart;
   }
 
-  // Exponential moving average with the start debiased (as TensorBoard smooths).
-  function smooth(values, weight) {
-    const result = new Array(values.length);
-    let average = 0;
-    let debias = 1;
-    for (let index = 0; index < values.length; index += 1) {
-      average = average * weight + (1 - weight) * values[index];
-      debias *= weight;
-      result[index] = weight > 0 ? average / (1 - debias) : values[index];
-    }
-    return result;
-  }
+  const smooth = window.rlwebSmooth;  // smoothing.js
 
   function traces(chart) {
     const x = controls.xAxis === "step" ? chart.step : chart.time;
