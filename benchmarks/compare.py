@@ -28,7 +28,7 @@ from pathlib import Path
 
 import trainer
 
-from benchmarks.dashboard import CHROMIUM, fill, start_site, use_site_database
+from benchmarks.dashboard import CHROMIUM, fill, log_in, start_site, use_site_database
 
 USERNAME, PASSWORD = "bench", "a long benchmark password 3"
 BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -128,17 +128,6 @@ def copy_run(source, learning_rate: float):
                        'band) SELECT %s, key, "index", width, count, last_seq, points, band '
                        'FROM experiments_metricbucket WHERE run_id = %s', [run.pk, source.pk])
     return run
-
-
-def log_in(browser, base: str, width: int = 1280):
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    page = context.new_page()
-    page.goto(f"{base}/login/")
-    page.fill("#id_username", USERNAME)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
-    return context, page
 
 
 def open_times(page, url: str, opens: int) -> list[float]:
