@@ -93,43 +93,6 @@ class ActorCritic(nn.Module):
         return [*own_body, *(self.value.parameters() if self.value is not None else [])]
 
 
-class FlatParameters:
-    """Makes `parameters` (and their gradients) views into one contiguous tensor, `self.param`.
-
-    The optimizer and gradient clipping then handle one tensor instead of one per layer. With small
-    networks on a CPU, those per-tensor calls cost as much as the maths (about a third of a PPO
-    minibatch update for 64x64 MLPs). Gradients accumulate in place into the views, so zero them with
-    `zero_grad()` (never by setting them to None), and move the module to its device before this.
-    """
-
-    def __init__(self, parameters):
-        parameters = list(parameters)
-        self.param = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in parameters]))
-        self.param.grad = torch.zeros_like(self.param)
-        offset = 0
-        for p in parameters:
-            size = p.numel()
-            p.data = self.param.data[offset:offset + size].view_as(p)
-            p.grad = self.param.grad[offset:offset + size].view_as(p)
-            offset += size
-
-    def zero_grad(self) -> None:
-        self.param.grad.zero_()
-
-
-@torch.no_grad()
-def clip_grad_norm(flats: list[FlatParameters], max_norm: float) -> torch.Tensor:
-    """`nn.utils.clip_grad_norm_` over the gradients of `flats`, with the same arithmetic in a few tensor
-    ops (the general version costs as much as a third of a small network's backward pass)."""
-    grads = [flat.param.grad for flat in flats]
-    norms = [torch.linalg.vector_norm(grad) for grad in grads]
-    total = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms))
-    scale = (max_norm / (total + 1e-6)).clamp_(max=1.0)
-    for grad in grads:
-        grad.mul_(scale)
-    return total
-
-
 def normalizable(space) -> bool:
     """Running normalisation applies to float Box observations (not one-hots, bits or uint8 images)."""
     return isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating)

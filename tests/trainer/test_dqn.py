@@ -77,8 +77,8 @@ def test_the_same_seed_gives_identical_metrics():
 def test_target_updates_count_env_steps_across_vector_envs():
     agent = trainer.make("dqn", "CartPole-v1", seed=0, num_envs=3, **{**TINY, "target_update_interval": 30})
     synced = []
-    original = agent.target_network.load_state_dict
-    agent.target_network.load_state_dict = lambda state: synced.append(agent.steps_done) or original(state)
+    original = agent.update_target
+    agent.update_target = lambda: synced.append(agent.steps_done) or original()
     agent.learn(300)
     assert synced == list(range(30, 301, 30))
 

@@ -109,7 +109,7 @@ def test_unsupported_spaces_are_refused_with_a_clear_message(algorithm):
 
 @pytest.mark.parametrize("max_norm", [0.01, 0.5, 1e6])
 def test_flat_gradient_clipping_is_torchs_clip_grad_norm(max_norm):
-    from trainer.actor_critic import FlatParameters, clip_grad_norm
+    from trainer.networks import FlatParameters, clip_grad_norm
 
     generator = torch.Generator().manual_seed(0)
     layers = [torch.nn.Linear(5, 7), torch.nn.Linear(7, 3)]

@@ -24,7 +24,8 @@ from trainer.agent import Agent
 from trainer.buffers import (FrameStackReplayBuffer, PrioritizedFrameStackReplayBuffer, PrioritizedReplayBuffer,
                              ReplayBuffer)
 from trainer.envs import finished_episodes, is_atari, make_vector_env
-from trainer.networks import NoisyLinear, ObservationEncoder, mlp, parse_hidden_layers, reset_noise
+from trainer.networks import (FlatParameters, NoisyLinear, ObservationEncoder, clip_grad_norm, mlp, parse_hidden_layers,
+                              reset_noise, run_layers)
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, DQN_FAMILY, register
 from trainer.schedules import crossed, linear
@@ -126,12 +127,15 @@ class QNetwork(nn.Module):
             self.advantage = mlp(width, layers[-1:], outputs, linear=linear)
         else:
             self.body = mlp(self.encoder.output_size, layers, outputs, linear=linear)
+        # the layers as lists for run_layers (cheaper than calling the nn.Sequential modules)
+        self._body = list(self.body)
+        self._value, self._advantage = (list(self.value), list(self.advantage)) if c.dueling else ([], [])
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
-        features = self.body(self.encoder(observations))
+        features = run_layers(self._body, self.encoder(observations))
         if self.dueling:
-            value = self.value(features).view(-1, 1, self.num_atoms)
-            advantage = self.advantage(features).view(-1, self.num_actions, self.num_atoms)
+            value = run_layers(self._value, features).view(-1, 1, self.num_atoms)
+            advantage = run_layers(self._advantage, features).view(-1, self.num_actions, self.num_atoms)
             # the mean over actions, per sample (and per atom for C51), not over the batch
             outputs = value + advantage - advantage.mean(dim=1, keepdim=True)
         else:
@@ -175,8 +179,10 @@ class DQN(Agent):
         self.target_network = QNetwork(self.observation_space, num_actions, c).to(self.device)
         self.target_network.load_state_dict(self.q_network.state_dict())
         self.target_network.requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=c.learning_rate, eps=c.adam_epsilon,
-                                          fused=True)
+        # each network's parameters are views into one tensor: one Adam and clipping call per update
+        self.q_flat = FlatParameters(self.q_network.parameters())
+        self.target_flat = FlatParameters(self.target_network.parameters(), gradients=False)
+        self.optimizer = torch.optim.Adam([self.q_flat.param], lr=c.learning_rate, eps=c.adam_epsilon, fused=True)
         self.modules = {"q_network": self.q_network, "target_network": self.target_network}
         self.optimizers = {"optimizer": self.optimizer}
         self.support = torch.linspace(c.v_min, c.v_max, c.num_atoms, device=self.device)
@@ -279,10 +285,10 @@ class DQN(Agent):
             q = outputs.detach()
         # importance weights multiply each sample's loss before the mean
         loss = (per_sample * batch.weights).mean() if batch.weights is not None else per_sample.mean()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.q_flat.zero_grad()
         loss.backward()
         if c.max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self.q_network.parameters(), c.max_grad_norm)
+            clip_grad_norm([self.q_flat], c.max_grad_norm)
         self.optimizer.step()
         metrics = {"train/loss": loss.detach(), "train/q_mean": q.mean()}
         if c.prioritized_replay:  # C51 uses each sample's cross-entropy as its priority
@@ -291,11 +297,11 @@ class DQN(Agent):
 
     def update_target(self) -> None:
         tau = self.config.target_update_tau
-        if tau >= 1.0:
-            self.target_network.load_state_dict(self.q_network.state_dict())
-            return
         with torch.no_grad():
-            torch._foreach_lerp_(list(self.target_network.parameters()), list(self.q_network.parameters()), tau)
+            if tau >= 1.0:
+                self.target_flat.param.copy_(self.q_flat.param)
+            else:
+                self.target_flat.param.lerp_(self.q_flat.param, tau)
             for target, online in zip(self.target_network.buffers(), self.q_network.buffers()):
                 target.copy_(online)
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import torch
 
-from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, FlatParameters, PolicyGradientAgent, clip_grad_norm
+from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, PolicyGradientAgent
 from trainer.distributions import ACTION_SPACES
 from trainer.envs import make_vector_env
-from trainer.networks import parse_hidden_layers
+from trainer.networks import FlatParameters, clip_grad_norm, parse_hidden_layers
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 

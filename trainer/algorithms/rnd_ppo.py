@@ -25,13 +25,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainer.actor_critic import OBSERVATION_SPACES, FlatParameters, body, clip_grad_norm, normalizable
+from trainer.actor_critic import OBSERVATION_SPACES, body, normalizable
 from trainer.algorithms.ppo import PPO, PPOConfig, annealed, clipped_surrogate_loss, explained_variance, \
     ratio_statistics, value_loss
 from trainer.buffers import generalized_advantages
 from trainer.distributions import ACTION_SPACES
 from trainer.envs import finished_episodes, make_vector_env
-from trainer.networks import ObservationEncoder, parse_hidden_layers
+from trainer.networks import FlatParameters, ObservationEncoder, clip_grad_norm, parse_hidden_layers
 from trainer.normalization import ObservationNormalizer, RewardNormalizer
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
