@@ -1,6 +1,7 @@
+import pytest
 import torch
 
-from trainer.optimizers import RMSpropTFLike
+from trainer.optimizers import FlatAdam, RMSpropTFLike
 
 
 def test_rmsprop_tf_like_puts_epsilon_inside_the_root_and_starts_the_average_at_one():
@@ -11,3 +12,31 @@ def test_rmsprop_tf_like_puts_epsilon_inside_the_root_and_starts_the_average_at_
     square_avg = 0.9 * 1.0 + 0.1 * torch.tensor([4.0, 0.0])
     expected = torch.tensor([1.0, -2.0]) - 0.1 * torch.tensor([2.0, 0.0]) / torch.sqrt(square_avg + 0.5)
     torch.testing.assert_close(p.detach(), expected)
+
+
+def test_flat_adam_steps_exactly_as_torchs_adam_with_a_changing_learning_rate_and_saved_state():
+    torch.manual_seed(0)
+    start = torch.randn(2, 50)
+    ours = [torch.nn.Parameter(start[0].clone()), torch.nn.Parameter(start[1].clone())]
+    theirs = [torch.nn.Parameter(start[0].clone()), torch.nn.Parameter(start[1].clone())]
+    flat_adam = FlatAdam([{"params": [ours[0]], "lr": 0.01}, {"params": [ours[1]], "lr": 0.02}], eps=1e-5)
+    adam = torch.optim.Adam([{"params": [theirs[0]], "lr": 0.01}, {"params": [theirs[1]], "lr": 0.02}], eps=1e-5)
+    for step in range(5):
+        gradients = torch.randn(2, 50)
+        for optimizer, parameters in ((flat_adam, ours), (adam, theirs)):
+            optimizer.param_groups[0]["lr"] = 0.01 / (step + 1)  # annealed, as PPO does
+            for parameter, gradient in zip(parameters, gradients):
+                parameter.grad = gradient.clone()
+            optimizer.step()
+    for mine, reference in zip(ours, theirs):
+        torch.testing.assert_close(mine.detach(), reference.detach())
+    state = flat_adam.state_dict()
+    assert float(state["state"][0]["step"]) == 5.0
+    resumed = FlatAdam([{"params": [ours[0]], "lr": 0.01}, {"params": [ours[1]], "lr": 0.02}], eps=1e-5)
+    resumed.load_state_dict(state)
+    torch.testing.assert_close(resumed.state[ours[1]]["exp_avg_sq"], adam.state[theirs[1]]["exp_avg_sq"])
+
+
+def test_flat_adam_refuses_groups_of_several_tensors():
+    with pytest.raises(ValueError, match="one flat tensor"):
+        FlatAdam([torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(3))])

@@ -18,7 +18,7 @@ from trainer.algorithms.ppo import SCHEDULES, annealed, explained_variance
 from trainer.distributions import ACTION_SPACES
 from trainer.envs import make_vector_env
 from trainer.networks import FlatParameters, clip_grad_norm, parse_hidden_layers
-from trainer.optimizers import RMSpropTFLike
+from trainer.optimizers import FlatAdam, RMSpropTFLike
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 
@@ -80,7 +80,7 @@ class A2C(PolicyGradientAgent):
         groups = [{"params": [self.actor_flat.param], "lr": c.lr_pi},
                   {"params": [self.critic_flat.param], "lr": c.lr_v}]
         if c.optimizer == "adam":
-            self.optimizer = torch.optim.Adam(groups, eps=c.optimizer_eps, fused=True)
+            self.optimizer = FlatAdam(groups, eps=c.optimizer_eps)
         elif c.optimizer == "rmsprop":
             self.optimizer = torch.optim.RMSprop(groups, alpha=c.rmsprop_alpha, eps=c.optimizer_eps, foreach=False)
         else:

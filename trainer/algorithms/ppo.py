@@ -17,6 +17,7 @@ from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, PolicyGradient
 from trainer.distributions import ACTION_SPACES
 from trainer.envs import make_vector_env
 from trainer.networks import FlatParameters, clip_grad_norm, parse_hidden_layers
+from trainer.optimizers import FlatAdam
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 
@@ -117,7 +118,7 @@ class PPO(PolicyGradientAgent):
                                    c.activation, c.shared_network, self.value_heads, c.orthogonal_init,
                                    c.log_std_init).to(self.device)
         self.flat = FlatParameters(self.network.parameters())
-        self.optimizer = torch.optim.Adam([self.flat.param], lr=c.learning_rate, eps=c.adam_eps, fused=True)
+        self.optimizer = FlatAdam([self.flat.param], lr=c.learning_rate, eps=c.adam_eps)
         self.modules = {"network": self.network}
         self.optimizers = {"optimizer": self.optimizer}
         self.build_normalizers(c.num_envs)

@@ -33,6 +33,7 @@ from trainer.distributions import ACTION_SPACES
 from trainer.envs import finished_episodes, make_vector_env
 from trainer.networks import FlatParameters, ObservationEncoder, clip_grad_norm, parse_hidden_layers
 from trainer.normalization import ObservationNormalizer, RewardNormalizer
+from trainer.optimizers import FlatAdam
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 
@@ -95,8 +96,7 @@ class RNDPPO(PPO):
         self.rnd_target.requires_grad_(False)
         self.rnd_predictor = RNDNetwork(self.observation_space, layers, c.rnd_output_size).to(self.device)
         self.predictor_flat = FlatParameters(self.rnd_predictor.parameters())
-        self.predictor_optimizer = torch.optim.Adam([self.predictor_flat.param], lr=c.learning_rate,
-                                                    eps=c.adam_eps, fused=True)
+        self.predictor_optimizer = FlatAdam([self.predictor_flat.param], lr=c.learning_rate, eps=c.adam_eps)
         self.modules.update(rnd_target=self.rnd_target, rnd_predictor=self.rnd_predictor)
         self.optimizers["predictor_optimizer"] = self.predictor_optimizer
         # the RND inputs' own statistics (float Box observations only), and the intrinsic return's scale
