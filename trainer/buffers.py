@@ -18,6 +18,10 @@ class ReplayBatch(NamedTuple):
     weights: torch.Tensor | None = None  # importance-sampling weights (prioritized replay)
     indices: np.ndarray | None = None  # where the samples live, to update their priorities
 
+    def part(self, rows: slice) -> "ReplayBatch":
+        """The samples in `rows`."""
+        return ReplayBatch(*(None if field is None else field[rows] for field in self))
+
 
 class ReplayBuffer:
     """A ring buffer of transitions, each stored with its real next observation.

@@ -294,11 +294,13 @@ class DQN(Agent):
                 yield self.update(buffer, beta)
             return
         batches = buffer.batch(buffer.sample_indices(count * c.batch_size, self.rng), c.n_step, c.gamma)
-        targets = self.targets(batches)
+        # in chunks of about 512 samples, whose activations stay in the CPU's cache (twice as fast)
+        chunk = max(c.batch_size, 512 // c.batch_size * c.batch_size)
+        targets = torch.cat([self.targets(batches.part(slice(start, start + chunk)))
+                             for start in range(0, count * c.batch_size, chunk)])
         for k in range(count):
-            part = slice(k * c.batch_size, (k + 1) * c.batch_size)
-            batch = batches._replace(obs=batches.obs[part], actions=batches.actions[part])
-            yield self.learn_from(batch, targets[part])
+            rows = slice(k * c.batch_size, (k + 1) * c.batch_size)
+            yield self.learn_from(batches.part(rows), targets[rows])
 
     def targets(self, batch) -> torch.Tensor:
         """TD targets r + gamma^m * Q_target(s', a*), or their projected distribution for C51."""
