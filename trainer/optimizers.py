@@ -64,3 +64,7 @@ class FlatAdam(torch.optim.Adam):
                                amsgrad=False, lr=group["lr"], beta1=beta1, beta2=beta2,
                                weight_decay=group["weight_decay"], eps=group["eps"], maximize=False)
         return None
+
+    # torch wraps an optimizer's step() for profiling and step hooks unless it is marked as hooked; here
+    # the wrapper would cost as much as the kernel (step hooks are not supported)
+    step.hooked = True

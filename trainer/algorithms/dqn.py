@@ -191,8 +191,8 @@ def td_loss_gradients(layers: list[nn.Module], features: torch.Tensor, actions: 
     for i in reversed(range(len(linears))):
         torch.mm(gradient.t(), inputs[i], out=linears[i].weight.grad)
         torch.sum(gradient, dim=0, out=linears[i].bias.grad)
-        if i:  # back through the ReLU: its output is positive where its input was
-            gradient = (gradient @ linears[i].weight).mul_(inputs[i] > 0)
+        if i:  # back through the ReLU (as autograd does): zero where its output is not positive
+            gradient = torch.ops.aten.threshold_backward(gradient @ linears[i].weight, inputs[i], 0)
     return per_sample, q
 
 
