@@ -300,7 +300,8 @@ class DQN(Agent):
                              for start in range(0, count * c.batch_size, chunk)])
         for k in range(count):
             rows = slice(k * c.batch_size, (k + 1) * c.batch_size)
-            yield self.learn_from(batches.part(rows), targets[rows])
+            batch = batches._replace(obs=batches.obs[rows], actions=batches.actions[rows])
+            yield self.learn_from(batch, targets[rows])
 
     def targets(self, batch) -> torch.Tensor:
         """TD targets r + gamma^m * Q_target(s', a*), or their projected distribution for C51."""
