@@ -8,6 +8,8 @@ a policy head from `trainer.distributions` and one linear value head per value f
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -16,9 +18,9 @@ from torch.nn import functional as F
 
 from trainer.agent import Agent
 from trainer.buffers import RolloutBuffer
-from trainer.distributions import policy_head
+from trainer.distributions import CategoricalHead, policy_head
 from trainer.envs import finished_episodes
-from trainer.networks import ObservationEncoder
+from trainer.networks import NumpyMLP, ObservationEncoder
 from trainer.normalization import ObservationNormalizer, RewardNormalizer
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -128,6 +130,27 @@ class PolicyGradientAgent(Agent):
             actions = distribution.mode() if deterministic else distribution.sample()
         return self.network.policy.to_env(actions.cpu().numpy())
 
+    @cached_property
+    def numpy_policy(self) -> NumpyMLP | None:
+        """The actor of a categorical policy on vector observations as a NumpyMLP (logits), or None.
+
+        Read on the first rollout, after the algorithm made its parameters flat (NumpyMLP views them)."""
+        network = self.network
+        layers = [*network.actor_body, network.policy.linear] if isinstance(network.policy, CategoricalHead) else []
+        usable = network.encoder.kind == "Box" and NumpyMLP.supports(layers)
+        return NumpyMLP(layers) if usable else None
+
+    def rollout_actions(self, observations: np.ndarray) -> np.ndarray:
+        """Sampled actions for a rollout step, in the distribution's coordinates."""
+        if self.numpy_policy is not None:
+            # a step at a time, numpy runs a small actor several times faster than torch; the sample is
+            # Categorical.sample's Gumbel-max with the same draws of torch's generator
+            logits = self.numpy_policy(observations)
+            return (logits - np.log(torch.empty(logits.shape).exponential_().numpy())).argmax(axis=-1)
+        with torch.no_grad():
+            actions = self.network.distribution(torch.as_tensor(observations, device=self.device)).sample()
+        return actions.cpu().numpy()
+
     def extra_state(self) -> dict:
         state = {}
         if self.obs_normalizer is not None:
@@ -160,9 +183,7 @@ class PolicyGradientAgent(Agent):
         network, head, num_envs = self.network, self.network.policy, envs.num_envs
         keep_going = True
         while keep_going and not buffer.full:
-            with torch.no_grad():  # only the actor runs per step; values and log-probs come after the rollout
-                actions = network.distribution(torch.as_tensor(observations, device=self.device)).sample()
-            actions = actions.cpu().numpy()
+            actions = self.rollout_actions(observations)  # values and log-probs come after the rollout
             raw_next, rewards, terminated, truncated, infos = envs.step(head.to_env(actions))
             ended = terminated | truncated
             for episode_return, length in finished_episodes(infos):

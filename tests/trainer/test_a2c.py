@@ -82,3 +82,19 @@ def test_a2c_takes_the_same_gradient_as_ppo_with_one_full_batch_epoch():
     for mine, theirs in zip(a2c.network.parameters(), ppo.network.parameters()):
         torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-6)
     assert any(p.grad.abs().sum() > 0 for p in a2c.network.parameters())
+
+
+def test_categorical_rollouts_act_through_numpy_with_the_same_draws_as_torch():
+    agent = trainer.make("a2c", "CartPole-v1", seed=0)
+    assert agent.numpy_policy is not None
+    with torch.no_grad():
+        agent.network.policy.linear.weight.mul_(100)  # confident, differing logits, not near-uniform ones
+    observations = np.random.default_rng(0).normal(size=(256, 4)).astype(np.float32)
+    torch.manual_seed(1)
+    ours = agent.rollout_actions(observations)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        theirs = agent.network.distribution(torch.as_tensor(observations)).sample().numpy()
+    np.testing.assert_array_equal(ours, theirs)
+    assert 0 < ours.mean() < 1
+    assert trainer.make("a2c", "Pendulum-v1").numpy_policy is None  # Gaussian policies sample with torch

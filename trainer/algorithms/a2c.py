@@ -18,7 +18,7 @@ from trainer.algorithms.ppo import SCHEDULES, annealed, explained_variance
 from trainer.distributions import ACTION_SPACES
 from trainer.envs import make_vector_env
 from trainer.networks import FlatParameters, clip_grad_norm, parse_hidden_layers
-from trainer.optimizers import FlatAdam, RMSpropTFLike
+from trainer.optimizers import FlatAdam, FlatRMSprop, RMSpropTFLike
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 
@@ -82,7 +82,7 @@ class A2C(PolicyGradientAgent):
         if c.optimizer == "adam":
             self.optimizer = FlatAdam(groups, eps=c.optimizer_eps)
         elif c.optimizer == "rmsprop":
-            self.optimizer = torch.optim.RMSprop(groups, alpha=c.rmsprop_alpha, eps=c.optimizer_eps, foreach=False)
+            self.optimizer = FlatRMSprop(groups, alpha=c.rmsprop_alpha, eps=c.optimizer_eps)
         else:
             self.optimizer = RMSpropTFLike(groups, alpha=c.rmsprop_alpha, eps=c.optimizer_eps)
         self.modules = {"network": self.network}
