@@ -93,3 +93,55 @@ def test_epsilon_decays_every_step_down_to_its_minimum():
     assert agent.epsilon == pytest.approx(max(0.05, 0.99**100))
     agent.learn(400, eval_episodes=0)
     assert agent.epsilon == pytest.approx(0.05)
+
+
+def test_the_learning_rate_decays_every_step_down_to_its_minimum():
+    agent = frozen_lake(learning_rate=0.5, learning_rate_decay=0.99, learning_rate_min=0.2)
+    agent.learn(50, eval_episodes=0)
+    assert agent.learning_rate == pytest.approx(0.5 * 0.99**50)
+    agent.learn(100, eval_episodes=0)
+    assert agent.learning_rate == pytest.approx(0.2)  # 0.5 * 0.99^150 = 0.11 is below the minimum
+
+
+def test_sub_envs_decay_the_learning_rate_once_per_env_step():
+    agent = trainer.make("qlearning", "FrozenLake-v1", seed=0, num_envs=4, learning_rate=0.5,
+                         learning_rate_decay=0.99)
+    agent.learn(40, eval_episodes=0)
+    assert agent.learning_rate == pytest.approx(0.5 * 0.99**40)
+
+
+def test_the_update_uses_the_decayed_learning_rate():
+    # the first update steps by lr_0, the n-th by lr_0 * decay^(n-1): Q_n = target (1 - prod_k (1 - lr_k))
+    agent = frozen_lake(learning_rate=0.5, learning_rate_decay=0.9, gamma=0.9)
+    agent.table[1] = [2.0, 3.0, 0.0, 0.0]
+    target, remaining = 1 + 0.9 * 3, 1.0
+    for n in range(5):
+        agent.update(np.array([0]), np.array([1]), np.array([1.0]), np.array([1]), np.array([0.0]))
+        remaining *= 1 - 0.5 * 0.9**n
+        assert agent.table[0, 1] == pytest.approx(target * (1 - remaining))
+        agent.learning_rate *= 0.9  # what train() does after every env step
+
+
+def test_two_sub_envs_updating_one_entry_both_add_their_step():
+    agent = frozen_lake(learning_rate=0.5, gamma=0.0)
+    agent.update(np.array([3, 3]), np.array([2, 2]), np.array([1.0, 3.0]), np.array([0, 0]), np.array([0.0, 0.0]))
+    assert agent.table[3, 2] == pytest.approx(0.5 * 1.0 + 0.5 * 3.0)  # both TD errors from Q = 0
+
+
+def test_a_checkpoint_keeps_the_decayed_learning_rate(tmp_path):
+    agent = frozen_lake(learning_rate=0.5, learning_rate_decay=0.99)
+    agent.learn(30, checkpoint_dir=tmp_path, eval_episodes=0)
+    assert trainer.load(tmp_path / "final.zip").learning_rate == pytest.approx(0.5 * 0.99**30)
+
+
+def test_the_minimum_learning_rate_must_not_exceed_the_learning_rate():
+    with pytest.raises(trainer.ConfigError) as error:
+        trainer.validate("qlearning", "FrozenLake-v1", dict(learning_rate=0.1, learning_rate_min=0.2))
+    assert "learning_rate_min" in error.value.errors
+
+
+def test_grid_index_matches_the_cells_in_c_order():
+    grid = Grid(np.array([-1.2, -0.07]), np.array([0.6, 0.07]), np.array([20, 21]))
+    observations = np.random.default_rng(0).uniform([-1.5, -0.1], [0.9, 0.1], size=(500, 2))
+    observations[:2] = [[-1.2, 0.0], [0.6, 0.07]]
+    assert np.array_equal(grid.index(observations), np.ravel_multi_index(tuple(grid.cells(observations).T), (20, 21)))

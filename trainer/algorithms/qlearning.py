@@ -28,11 +28,15 @@ MAX_TABLE_ENTRIES = 50_000_000
 
 @dataclass
 class QLearningConfig:
-    """Defaults learn FrozenLake-v1 and MountainCar-v0 (20 x 20 grid); see benchmarks/continuous.py."""
+    """Defaults learn FrozenLake-v1; benchmarks/continuous.py has settings for MountainCar-v0 on a 20 x 20 grid."""
 
     learning_rate: float = param(0.1, "Step size of the tabular update (rlib: lr).", low=0, low_inclusive=False,
                                  high=1)
     gamma: float = param(0.99, "Discount factor (rlib: discount).", low=0, high=1)
+    learning_rate_decay: float = param(1.0, "The learning rate is multiplied by this after every env step, like "
+                                            "epsilon (1 keeps it constant); a small final rate stops a coarse grid's "
+                                            "greedy policy from flipping.", low=0, low_inclusive=False, high=1)
+    learning_rate_min: float = param(0.0, "The learning rate never decays below this.", low=0, high=1)
     epsilon_start: float = param(1.0, "Exploration probability at the start (rlib: epsilon_greedy).", low=0, high=1)
     epsilon_decay: float = param(0.9999, "Epsilon is multiplied by this after every env step.", low=0, high=1)
     epsilon_min: float = param(0.01, "Epsilon never decays below this.", low=0, high=1)
@@ -59,6 +63,8 @@ class QLearningConfig:
                 errors[name] = "must be numbers separated by commas, or empty"
         if self.epsilon_min > self.epsilon_start:
             errors["epsilon_min"] = "must not exceed epsilon_start"
+        if self.learning_rate_min > self.learning_rate:
+            errors["learning_rate_min"] = "must not exceed learning_rate"
         return errors
 
 
@@ -96,7 +102,12 @@ class Grid:
         return np.stack([np.digitize(flat[:, d], self.edges[d]) for d in range(flat.shape[1])], axis=1)
 
     def index(self, observations: np.ndarray) -> np.ndarray:
-        return np.ravel_multi_index(tuple(self.cells(observations).T), self.shape)
+        """Flat cell numbers, as np.ravel_multi_index of `cells` (digitize is searchsorted on the right)."""
+        flat = np.asarray(observations, dtype=np.float64).reshape(len(observations), -1)
+        index = np.zeros(len(flat), dtype=np.int64)
+        for d, edges in enumerate(self.edges):
+            index = index * self.sizes[d] + np.searchsorted(edges, flat[:, d], side="right")
+        return index
 
 
 def state_layout(config: QLearningConfig, space) -> tuple[tuple[int, ...], Grid | None]:
@@ -180,6 +191,7 @@ class QLearning(Agent):
         self.table = self.q.table.numpy()  # shares memory with the tensor the checkpoint saves
         self.modules = {"q_table": self.q}
         self.epsilon = c.epsilon_start
+        self.learning_rate = c.learning_rate  # decays every env step, as epsilon does
 
     def states(self, observations: np.ndarray) -> np.ndarray:
         """Row indices of the table for a batch of observations."""
@@ -223,15 +235,22 @@ class QLearning(Agent):
                             for row, flags in zip(actions, untouched)]}
 
     def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
-        rows = self.table[self.states(observations)]
+        states = self.states(observations)
         if deterministic:
-            return rows.argmax(axis=1) + int(self.action_space.start)
-        # while training, ties are broken at random, so an untouched state does not always pick action 0
+            return self.table[states].argmax(axis=1) + int(self.action_space.start)
+        return self.explore(states) + int(self.action_space.start)
+
+    def explore(self, states: np.ndarray) -> np.ndarray:
+        """Epsilon-greedy action indices (from 0) for table rows; ties between the greedy actions are broken
+        at random, so an untouched state does not always pick action 0."""
+        rows = self.table[states]
         best = rows == rows.max(axis=1, keepdims=True)
-        actions = np.array([self.rng.choice(np.flatnonzero(b)) for b in best], dtype=np.int64)
+        # the k-th best action, k uniform: the same draws as rng.choice among each row's best, one row at a time
+        k = self.rng.integers(0, best.sum(axis=1))
+        actions = (best & (np.cumsum(best, axis=1) == k[:, None] + 1)).argmax(axis=1)
         explore = self.rng.random(len(actions)) < self.epsilon
         actions[explore] = self.rng.integers(0, self.num_actions, size=int(explore.sum()))
-        return actions + int(self.action_space.start)
+        return actions
 
     def update(self, states: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_states: np.ndarray,
                terminated: np.ndarray) -> np.ndarray:
@@ -240,8 +259,8 @@ class QLearning(Agent):
         # no bootstrap past a true terminal state; a time-limit truncation is bootstrapped (P1)
         target = rewards + c.gamma * (1.0 - terminated) * self.table[next_states].max(axis=1)
         td_errors = target - self.table[states, actions]
-        for s, a, delta in zip(states, actions, td_errors):  # sequential: two sub-envs may share a cell
-            self.table[s, a] += c.learning_rate * delta
+        # unbuffered, in order: where two sub-envs share an entry, both steps are added
+        np.add.at(self.table, (states, actions), self.learning_rate * td_errors)
         return td_errors
 
     def train(self, runner) -> None:
@@ -251,37 +270,42 @@ class QLearning(Agent):
         episode_returns = np.zeros(c.num_envs)
         episode_lengths = np.zeros(c.num_envs, dtype=np.int64)
         start = int(self.action_space.start)
+        states = self.states(observations)
         try:
             while True:
-                actions = self.act(observations, deterministic=False) - start
+                actions = self.explore(states)
                 next_observations, rewards, terminated, truncated, infos = envs.step(actions + start)
                 done = terminated | truncated
-                real_next = next_observations
+                next_states = self.states(next_observations)  # where each sub-env goes on from
+                real_next = next_states
                 if done.any():  # SAME_STEP autoreset: the real last observation is in infos (P2)
-                    real_next = np.array(next_observations, copy=True)
-                    for i in np.flatnonzero(done):
-                        real_next[i] = infos["final_obs"][i]
-                td_errors = self.update(self.states(observations), actions, rewards.astype(np.float64),
-                                        self.states(real_next), terminated.astype(np.float64))
-                observations = next_observations
+                    real_next = next_states.copy()
+                    ended = np.flatnonzero(done)
+                    real_next[ended] = self.states(np.stack([infos["final_obs"][i] for i in ended]))
+                td_errors = self.update(states, actions, rewards.astype(np.float64), real_next,
+                                        terminated.astype(np.float64))
+                states = next_states
                 self.epsilon = max(c.epsilon_min, self.epsilon * c.epsilon_decay ** c.num_envs)
+                self.learning_rate = max(c.learning_rate_min, self.learning_rate * c.learning_rate_decay ** c.num_envs)
 
                 episode_returns += rewards
                 episode_lengths += 1
                 for i in np.flatnonzero(done):
                     runner.episode(episode_returns[i], episode_lengths[i])
                     episode_returns[i], episode_lengths[i] = 0.0, 0
-                runner.record({"train/td_error": float(np.abs(td_errors).mean()), "train/epsilon": self.epsilon})
+                runner.record({"train/td_error": float(np.abs(td_errors).mean()), "train/epsilon": self.epsilon,
+                               "train/learning_rate": self.learning_rate})
                 if not runner.advance(c.num_envs):
                     return
         finally:
             envs.close()
 
     def extra_state(self) -> dict:
-        return {"epsilon": self.epsilon}
+        return {"epsilon": self.epsilon, "learning_rate": self.learning_rate}
 
     def load_extra_state(self, state: dict) -> None:
         self.epsilon = float(state.get("epsilon", self.config.epsilon_start))
+        self.learning_rate = float(state.get("learning_rate", self.config.learning_rate))
 
 
 register(AlgorithmSpec(
