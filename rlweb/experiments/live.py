@@ -97,6 +97,7 @@ class RedisSink(Sink):
         self.pending: list[Event] = []
         self.last_flush = time.monotonic()
         self.ended = False  # a "finished" or "failed" event went out
+        self.stop_requested = False  # set when the worker is told to shut down (tasks.stop_on_sigterm)
         if self.seq == 0:
             self.redis_call(self.client.delete, stream_key(run.pk))
         if MetricBucket.objects.filter(run=run, last_seq__gt=self.seq).exists():
@@ -124,7 +125,7 @@ class RedisSink(Sink):
         """Polled about twice a second by the runner: also the moment to persist and beat the heart."""
         if self.flush_due():
             self.flush()
-        return bool(self.redis_call(self.client.exists, stop_key(self.run.pk)))
+        return self.stop_requested or bool(self.redis_call(self.client.exists, stop_key(self.run.pk)))
 
     def close(self) -> None:
         self.flush()
