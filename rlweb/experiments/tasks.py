@@ -103,8 +103,8 @@ def stop_on_sigterm(sink: RedisSink):
     previous = signal.signal(signal.SIGTERM, request_stop)
     try:
         yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    finally:  # None: a handler not set from Python, which cannot be put back; the default stands in
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
         if received:
             signal.raise_signal(signal.SIGTERM)
 
