@@ -20,11 +20,10 @@ from trainer.agent import Agent
 from trainer.buffers import RolloutBuffer
 from trainer.distributions import CategoricalHead, policy_head
 from trainer.envs import finished_episodes
-from trainer.networks import NumpyMLP, ObservationEncoder
+from trainer.networks import NumpyMLP, ObservationEncoder, run_layers
 from trainer.normalization import ObservationNormalizer, RewardNormalizer
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
-ACTIVATION_FUNCTIONS = {"tanh": torch.tanh, "relu": torch.relu}
 OBSERVATION_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
 
 
@@ -48,11 +47,9 @@ class ActorCritic(nn.Module):
         self.critic_body = None if shared else body(self.encoder.output_size, hidden_layers, activation)
         self.policy = policy_head(action_space, features, log_std_init)
         self.value = nn.Linear(features, value_heads) if value_heads else None
-        # the layers run as plain function calls: nn.Module calls cost a third of a small MLP's forward
-        self._activation = ACTIVATION_FUNCTIONS[activation]
-        self._actor_layers = [layer for layer in self.actor_body if isinstance(layer, nn.Linear)]
-        critic_body = self.actor_body if self.critic_body is None else self.critic_body
-        self._critic_layers = [layer for layer in critic_body if isinstance(layer, nn.Linear)]
+        # the layers as lists for run_layers (cheaper than calling the nn.Sequential modules)
+        self._actor_layers = list(self.actor_body)
+        self._critic_layers = list(self.actor_body if self.critic_body is None else self.critic_body)
         if orthogonal_init:
             # CleanRL / SB3: sqrt(2) for hidden layers, 0.01 for the policy output, 1 for the value output
             for layer in [*self.actor_body, *(self.critic_body if self.critic_body is not None else [])]:
@@ -65,26 +62,21 @@ class ActorCritic(nn.Module):
                 nn.init.orthogonal_(self.value.weight, 1.0)
                 nn.init.zeros_(self.value.bias)
 
-    def _run(self, layers: list[nn.Linear], x: torch.Tensor) -> torch.Tensor:
-        for layer in layers:  # the same as calling the nn.Sequential body
-            x = self._activation(F.linear(x, layer.weight, layer.bias))
-        return x
-
     def forward(self, observations: torch.Tensor):
         """(action distribution, values of shape (batch, value_heads))."""
         features = self.encoder(observations)
-        actor_features = self._run(self._actor_layers, features)
-        critic_features = actor_features if self.shared else self._run(self._critic_layers, features)
+        actor_features = run_layers(self._actor_layers, features)
+        critic_features = actor_features if self.shared else run_layers(self._critic_layers, features)
         return self.policy.forward(actor_features), self._values(critic_features)
 
     def _values(self, features: torch.Tensor) -> torch.Tensor:
         return F.linear(features, self.value.weight, self.value.bias)
 
     def distribution(self, observations: torch.Tensor):
-        return self.policy.forward(self._run(self._actor_layers, self.encoder(observations)))
+        return self.policy.forward(run_layers(self._actor_layers, self.encoder(observations)))
 
     def values(self, observations: torch.Tensor) -> torch.Tensor:
-        return self._values(self._run(self._critic_layers, self.encoder(observations)))
+        return self._values(run_layers(self._critic_layers, self.encoder(observations)))
 
     def actor_parameters(self) -> list[nn.Parameter]:
         """The encoder, the actor body (the trunk, when shared) and the policy head."""

@@ -37,6 +37,16 @@ class RMSpropTFLike(torch.optim.Optimizer):
         return loss
 
 
+def check_flat_groups(optimizer: torch.optim.Optimizer) -> None:
+    if any(len(group["params"]) != 1 for group in optimizer.param_groups):
+        raise ValueError(f"{type(optimizer).__name__} takes parameter groups of one flat tensor each")
+
+
+def needs_torchs_step(optimizer: torch.optim.Optimizer, closure) -> bool:
+    """A closure, or a first step (which creates the state as torch does), goes through torch's step()."""
+    return closure is not None or any(not optimizer.state[group["params"][0]] for group in optimizer.param_groups)
+
+
 class FlatAdam(torch.optim.Adam):
     """torch's fused Adam for parameter groups of one flat tensor each (`trainer.networks.FlatParameters`),
     stepping each group with one direct kernel call.
@@ -48,12 +58,11 @@ class FlatAdam(torch.optim.Adam):
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
         super().__init__(params, lr=lr, betas=betas, eps=eps, fused=True)
-        if any(len(group["params"]) != 1 for group in self.param_groups):
-            raise ValueError("FlatAdam takes parameter groups of one flat tensor each")
+        check_flat_groups(self)
 
     @torch.no_grad()
     def step(self, closure=None):
-        if closure is not None or any(not self.state[group["params"][0]] for group in self.param_groups):
+        if needs_torchs_step(self, closure):
             return super().step(closure)
         for group in self.param_groups:
             param = group["params"][0]
@@ -81,13 +90,12 @@ class FlatRMSprop(torch.optim.RMSprop):
 
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8):
         super().__init__(params, lr=lr, alpha=alpha, eps=eps, foreach=False)
-        if any(len(group["params"]) != 1 for group in self.param_groups):
-            raise ValueError("FlatRMSprop takes parameter groups of one flat tensor each")
+        check_flat_groups(self)
 
     @torch.no_grad()
     def step(self, closure=None):
-        if closure is not None or any(not self.state[group["params"][0]] for group in self.param_groups):
-            return super().step(closure)  # the first step creates the state as torch does
+        if needs_torchs_step(self, closure):
+            return super().step(closure)
         for group in self.param_groups:
             param = group["params"][0]
             state = self.state[param]

@@ -14,52 +14,38 @@ def test_rmsprop_tf_like_puts_epsilon_inside_the_root_and_starts_the_average_at_
     torch.testing.assert_close(p.detach(), expected)
 
 
-def test_flat_adam_steps_exactly_as_torchs_adam_with_a_changing_learning_rate_and_saved_state():
+@pytest.mark.parametrize("flat_class, torch_class, options, slot", [
+    (FlatAdam, torch.optim.Adam, dict(eps=1e-5), "exp_avg_sq"),
+    (FlatRMSprop, torch.optim.RMSprop, dict(alpha=0.9, eps=1e-5), "square_avg"),
+])
+def test_flat_optimizers_step_exactly_as_torchs_with_a_changing_learning_rate_and_saved_state(
+        flat_class, torch_class, options, slot):
     torch.manual_seed(0)
     start = torch.randn(2, 50)
     ours = [torch.nn.Parameter(start[0].clone()), torch.nn.Parameter(start[1].clone())]
     theirs = [torch.nn.Parameter(start[0].clone()), torch.nn.Parameter(start[1].clone())]
-    flat_adam = FlatAdam([{"params": [ours[0]], "lr": 0.01}, {"params": [ours[1]], "lr": 0.02}], eps=1e-5)
-    adam = torch.optim.Adam([{"params": [theirs[0]], "lr": 0.01}, {"params": [theirs[1]], "lr": 0.02}], eps=1e-5)
-    for step in range(5):
-        gradients = torch.randn(2, 50)
-        for optimizer, parameters in ((flat_adam, ours), (adam, theirs)):
-            optimizer.param_groups[0]["lr"] = 0.01 / (step + 1)  # annealed, as PPO does
-            for parameter, gradient in zip(parameters, gradients):
-                parameter.grad = gradient.clone()
-            optimizer.step()
-    for mine, reference in zip(ours, theirs):
-        torch.testing.assert_close(mine.detach(), reference.detach())
-    state = flat_adam.state_dict()
-    assert float(state["state"][0]["step"]) == 5.0
-    resumed = FlatAdam([{"params": [ours[0]], "lr": 0.01}, {"params": [ours[1]], "lr": 0.02}], eps=1e-5)
-    resumed.load_state_dict(state)
-    torch.testing.assert_close(resumed.state[ours[1]]["exp_avg_sq"], adam.state[theirs[1]]["exp_avg_sq"])
 
+    def groups(parameters):
+        return [{"params": [parameters[0]], "lr": 0.01}, {"params": [parameters[1]], "lr": 0.02}]
 
-def test_flat_adam_refuses_groups_of_several_tensors():
-    with pytest.raises(ValueError, match="one flat tensor"):
-        FlatAdam([torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(3))])
-
-
-def test_flat_rmsprop_steps_exactly_as_torchs_rmsprop_with_a_changing_learning_rate_and_saved_state():
-    torch.manual_seed(0)
-    start = torch.randn(2, 50)
-    ours = [torch.nn.Parameter(start[0].clone()), torch.nn.Parameter(start[1].clone())]
-    theirs = [torch.nn.Parameter(start[0].clone()), torch.nn.Parameter(start[1].clone())]
-    flat = FlatRMSprop([{"params": [ours[0]], "lr": 0.01}, {"params": [ours[1]], "lr": 0.02}], alpha=0.9, eps=1e-5)
-    reference = torch.optim.RMSprop([{"params": [theirs[0]], "lr": 0.01}, {"params": [theirs[1]], "lr": 0.02}],
-                                    alpha=0.9, eps=1e-5)
+    flat, reference = flat_class(groups(ours), **options), torch_class(groups(theirs), **options)
     for step in range(5):
         gradients = torch.randn(2, 50)
         for optimizer, parameters in ((flat, ours), (reference, theirs)):
-            optimizer.param_groups[0]["lr"] = 0.01 / (step + 1)  # annealed, as A2C can
+            optimizer.param_groups[0]["lr"] = 0.01 / (step + 1)  # annealed, as PPO and A2C can
             for parameter, gradient in zip(parameters, gradients):
                 parameter.grad = gradient.clone()
             optimizer.step()
     for mine, expected in zip(ours, theirs):
         torch.testing.assert_close(mine.detach(), expected.detach())
-    resumed = FlatRMSprop([{"params": [ours[0]], "lr": 0.01}, {"params": [ours[1]], "lr": 0.02}], alpha=0.9, eps=1e-5)
-    resumed.load_state_dict(flat.state_dict())
-    torch.testing.assert_close(resumed.state[ours[1]]["square_avg"], reference.state[theirs[1]]["square_avg"])
+    state = flat.state_dict()
+    assert float(state["state"][0]["step"]) == 5.0
+    resumed = flat_class(groups(ours), **options)
+    resumed.load_state_dict(state)
+    torch.testing.assert_close(resumed.state[ours[1]][slot], reference.state[theirs[1]][slot])
     assert float(resumed.state[ours[0]]["step"]) == 5.0
+
+
+def test_flat_adam_refuses_groups_of_several_tensors():
+    with pytest.raises(ValueError, match="one flat tensor"):
+        FlatAdam([torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(3))])
