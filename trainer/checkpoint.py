@@ -97,6 +97,38 @@ def read_checkpoint(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
     return config, tensors
 
 
+def flattened_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[int, dict],
+                              groups: list[dict]) -> tuple[dict[int, dict], list[dict]]:
+    """Saved optimizer state with one entry per parameter, fitted to an optimizer that now holds each
+    group as one flat tensor (`trainer.networks.FlatParameters`; DQN's and SAC's checkpoints from before
+    their parameters were flat hold one entry per parameter).
+
+    The flat tensor is the group's parameters concatenated in order, so its moments are theirs
+    concatenated the same way and its step count is theirs. State that already fits is returned as is.
+    """
+    if len(groups) != len(optimizer.param_groups) or all(
+            len(saved["params"]) == len(group["params"]) for saved, group in zip(groups, optimizer.param_groups)):
+        return state, groups
+    fitted_state, fitted_groups, index = {}, [], 0
+    for saved, group in zip(groups, optimizer.param_groups):
+        if len(group["params"]) == 1 and len(saved["params"]) > 1:  # one entry per parameter -> one flat entry
+            entries = [state[i] for i in saved["params"] if i in state]
+            if len(entries) == len(saved["params"]):
+                fitted_state[index] = {slot: torch.cat([entry[slot].reshape(-1) for entry in entries])
+                                       if entries[0][slot].dim() > 0 else entries[0][slot] for slot in entries[0]}
+            fitted_groups.append({**saved, "params": [index]})
+            index += 1
+            continue
+        ids = []
+        for i in saved["params"]:
+            if i in state:
+                fitted_state[index] = state[i]
+            ids.append(index)
+            index += 1
+        fitted_groups.append({**saved, "params": ids})
+    return fitted_state, fitted_groups
+
+
 def load_checkpoint(path: str | Path, device: str = "auto"):
     """An agent restored from `path`, ready to `predict`, `evaluate` or go on learning."""
     from trainer.registry import get_spec
@@ -128,7 +160,11 @@ def load_checkpoint(path: str | Path, device: str = "auto"):
             if key.startswith(prefix):
                 index, slot = key[len(prefix):].split("/", 1)
                 state.setdefault(int(index), {})[slot] = value
-        optimizer.load_state_dict({"state": state, "param_groups": groups})
+        state, groups = flattened_optimizer_state(optimizer, state, groups)
+        try:
+            optimizer.load_state_dict({"state": state, "param_groups": groups})
+        except (ValueError, KeyError) as error:
+            raise CheckpointError(f"optimizer state does not fit {optimizer_name}: {error}") from error
     agent.steps_done = int(config.get("step", 0))
     best = config.get("best_eval_return")
     agent.best_eval_return = float(best) if isinstance(best, (int, float)) else None

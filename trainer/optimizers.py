@@ -66,6 +66,8 @@ class FlatAdam(torch.optim.Adam):
             return super().step(closure)
         for group in self.param_groups:
             param = group["params"][0]
+            if param.grad is None:  # as in torch's step: a parameter without a gradient is left as it is
+                continue
             state = self.state[param]
             state["step"] += 1
             beta1, beta2 = group["betas"]

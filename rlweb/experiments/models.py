@@ -146,19 +146,25 @@ class Run(models.Model):
                 steps_done=0, start_step=0, error="", traceback="")
             if not claimed:
                 return None
-            # a run is claimed once, but clear anything a half-finished earlier attempt left behind
-            Event.objects.filter(run_id=run_id).delete()
-            Checkpoint.objects.filter(run_id=run_id).delete()
-            Video.objects.filter(run_id=run_id).delete()
-        return cls.objects.select_related("experiment").get(pk=run_id)
+            run = cls.objects.select_related("experiment").get(pk=run_id)
+            run.forget_after(None)  # a run is claimed once, but clear anything a half-finished attempt left
+        return run
 
     def request_resume(self) -> bool:
-        """Queue a cancelled or lost run to go on from its last checkpoint; False when it is not resumable."""
-        resumed = Run.objects.filter(pk=self.pk, status__in=self.RESUMABLE).update(
-            status=self.Status.QUEUED, resume_requested=True, task_id="", finished_at=None, error="", traceback="")
-        if resumed:
-            self.refresh_from_db()
+        """Queue a cancelled or lost run to go on from its last checkpoint; False when it is not resumable.
+        What it reported after that checkpoint is forgotten at once (and again when a worker claims it), so
+        a page opened while it waits for a worker draws the history the next attempt goes on from."""
+        with transaction.atomic():
+            resumed = Run.objects.filter(pk=self.pk, status__in=self.RESUMABLE).update(
+                status=self.Status.QUEUED, resume_requested=True, task_id="", finished_at=None, error="",
+                traceback="")
+            if resumed:
+                self.refresh_from_db()
+                self.forget_after(self.latest_checkpoint())
         return bool(resumed)
+
+    def latest_checkpoint(self) -> "Checkpoint | None":
+        return self.checkpoints.order_by("-step", "-id").first()
 
     @classmethod
     def claim_resume(cls, run_id: int, worker_host: str) -> "tuple[Run, Checkpoint | None] | None":
@@ -172,24 +178,30 @@ class Run(models.Model):
             if not claimed:
                 return None
             run = cls.objects.select_related("experiment").get(pk=run_id)
-            checkpoint = run.checkpoints.order_by("-step", "-id").first()
-            run.forget_after(checkpoint)
+            checkpoint = run.latest_checkpoint()
+            run.forget_after(checkpoint)  # again: a lost run's worker may have gone on reporting
         return run, checkpoint
 
     def forget_after(self, checkpoint: "Checkpoint | None") -> None:
         """Delete the events, checkpoints and videos that came after `checkpoint` (everything without one),
-        so the next attempt's events follow on with no step reported twice or left out."""
+        so the next attempt's events follow on with no step reported twice or left out; the charts' summary
+        of the metrics is rebuilt from what is kept when it held any of them."""
+        from rlweb.experiments.history import rebuild_summary  # history reads these models
+
         events, checkpoints, videos = Event.objects.filter(run=self), self.checkpoints.all(), self.videos.all()
-        step = 0
+        step = kept_seq = 0
         if checkpoint is not None:
             step = checkpoint.step
             marker = (events.filter(kind="checkpoint", values__checkpoint_id=checkpoint.pk).first()
                       or events.filter(step__lte=step).order_by("-seq").first())
-            events = events.filter(seq__gt=marker.seq if marker else 0)
+            kept_seq = marker.seq if marker else 0
+            events = events.filter(seq__gt=kept_seq)
             checkpoints, videos = checkpoints.filter(step__gt=step), videos.filter(step__gt=step)
         events.delete()
         checkpoints.delete()  # the post_delete signals below remove their files too
         videos.delete()
+        if MetricBucket.objects.filter(run=self, last_seq__gt=kept_seq).exists():
+            rebuild_summary(self.pk)
         self.steps_done = self.start_step = step
         Run.objects.filter(pk=self.pk).update(steps_done=step, start_step=step)
 

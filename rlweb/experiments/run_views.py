@@ -43,7 +43,7 @@ def duration_text(run) -> str:
 def run_q_table(request, run_id: int):
     """The Q-table of a tabular run's latest checkpoint, laid out for a heatmap (`value_map`)."""
     run = owned_run(request, run_id)
-    checkpoint = run.checkpoints.order_by("-step", "-id").first()
+    checkpoint = run.latest_checkpoint()
     if checkpoint is None:
         return JsonResponse({"error": "No checkpoint yet: the table appears with the run's first one."}, status=404)
     try:

@@ -23,7 +23,8 @@ USERNAME, PASSWORD = "grace", "a long compare password 5"
 REAL_RUN = {"name": "real DQN", "total_steps": "6000", "eval_interval": "2000", "eval_episodes": "2",
             "checkpoint_interval": "0", "video_interval": "3000", "hp_learning_starts": "500", "hp_buffer_size": "5000", "hp_batch_size": "32",
             "hp_train_frequency": "4", "hp_target_update_interval": "250", "hp_hidden_layers": "32,32"}
-READY = "document.getElementById('compare-page').dataset.ready === '1'"
+# null-safe: it is also evaluated while a click navigates away and the next page has no #compare-page yet
+READY = "document.getElementById('compare-page')?.dataset.ready === '1'"
 RETURN_CHART_SELECTOR = "#chart-rollout-episode-return"
 RETURN_CHART = "document.getElementById('chart-rollout-episode-return')"
 SEED_SCRIPT = """
@@ -88,8 +89,8 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(demo
     page.wait_for_function(READY)
     page.check(f"#add-runs-form input[value='{demo_runs[0]}']")
     page.click("#add-runs-form button[type=submit]")
+    page.wait_for_url(f"{base}/compare/?runs={real_run},{demo_runs[0]}")  # the page it left was ready too
     page.wait_for_function(READY)
-    assert page.url == f"{base}/compare/?runs={real_run},{demo_runs[0]}"
 
     # pick it and the DQN and PPO seeds in the run list
     others = [*demo_runs[-2:][::-1], *demo_runs[:3][::-1]]  # as the run list orders them: newest first
@@ -98,8 +99,8 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(demo
     for run_id in picked:
         page.check(f"input[name=runs][value='{run_id}']")
     page.click("text=Compare selected")
+    page.wait_for_url(f"{base}/compare/?runs={','.join(map(str, sorted(picked, reverse=True)))}")
     page.wait_for_function(READY)
-    assert page.url == f"{base}/compare/?runs={','.join(map(str, sorted(picked, reverse=True)))}"
     assert len(legend(page)) == 6 and any(label.startswith(f"#{real_run} real DQN") for label in legend(page))
     assert page.eval_on_selector_all(".chart-card", "cards => cards.map((c) => c.dataset.metric)")[:2] == [
         "rollout/episode_return", "eval/return_mean"]

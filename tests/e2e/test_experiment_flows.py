@@ -44,12 +44,7 @@ def test_the_sweep_marks_a_silent_run_lost_without_any_page_view(site_stack):
         result = Run.objects.create(experiment=experiment, total_steps=100, status="running",
                                     heartbeat_at=timezone.now() - timedelta(days=1)).pk
     """)
-    deadline = time.monotonic() + 120  # beat sends the sweep every 30 s
-    status = "running"
-    while status == "running" and time.monotonic() < deadline:
-        time.sleep(3)
-        status = site_stack.orm(f"from rlweb.experiments.models import Run\nresult = Run.objects.get(pk={run_id}).status")
-    assert status == "lost"
+    assert wait_for_status(site_stack, run_id, "lost", seconds=120) == "lost"  # beat sends the sweep every 30 s
 
 
 SAMPLE_EXPERIMENTS = """
@@ -80,6 +75,21 @@ SAMPLE_EXPERIMENTS = """
             Run.objects.create(experiment=experiment, seed=seed, total_steps=total, **fields)
     result = Experiment.objects.get(name="Rainbow on Breakout").pk
 """
+
+
+def statuses(site_stack) -> dict:
+    return site_stack.orm("from rlweb.experiments.models import Run\n"
+                          "result = {run.pk: run.status for run in Run.objects.order_by('pk')}")
+
+
+def wait_for_status(site_stack, run_id: int, status: str, seconds: float = 60) -> str:
+    """The run's status in the database once it is `status`, or whatever it is after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        now = statuses(site_stack)[str(run_id)]
+        if now == status or time.monotonic() > deadline:
+            return now
+        time.sleep(0.5)
 
 
 def shoot(page, name: str) -> None:
@@ -154,10 +164,7 @@ def test_a_user_launches_cancels_resumes_and_clones_an_experiment(site_stack, br
     assert page.inner_text("#run-progress-text") == f"{TOTAL_STEPS} / {TOTAL_STEPS} steps"
     run_id = int(run_url.rstrip("/").split("/")[-1])
     # the page hears "finished" from the stream a moment before the worker records the status on the row
-    deadline = time.monotonic() + 60
-    while site_stack.orm(f"from rlweb.experiments.models import Run\nresult = Run.objects.get(pk={run_id}).status") \
-            != "succeeded" and time.monotonic() < deadline:
-        time.sleep(0.5)
+    assert wait_for_status(site_stack, run_id, "succeeded") == "succeeded"
     history = site_stack.orm(f"""
         from rlweb.experiments.models import Event, Run
         run = Run.objects.get(pk={run_id})
@@ -197,7 +204,7 @@ def test_a_user_launches_cancels_resumes_and_clones_an_experiment(site_stack, br
     rows = page.locator("#run-list-table tbody tr")
     shown = rows.evaluate_all("rows => rows.map((row) => Number(row.dataset.runId))")
     # the resumed run, and the clone's short run when it has already finished; none of the made-up ones
-    assert run_id in shown and len(shown) <= 2
+    assert run_id in shown and len(shown) <= 2, f"shown: {shown}; in the database: {statuses(site_stack)}"
     assert all("succeeded" in text and "resume-test" in text for text in rows.all_text_contents())
     page.goto(base + "/runs/?sort=-progress")
     shoot_both_widths(page, "run-list")

@@ -26,6 +26,7 @@ def test_a_tabular_run_shows_its_q_table_as_a_heatmap(site, browser):  # noqa: F
     page.click("text=Create and launch")
     page.wait_for_selector("#run-table")
     page.click("#run-table a[data-run-id]")
+    page.wait_for_selector("#run-status")  # the run page, not the experiment page still navigating away
     page.wait_for_function("document.getElementById('run-status').textContent.trim() === 'succeeded'",
                            timeout=120_000)
     page.click("#q-table-refresh")  # the final checkpoint exists now

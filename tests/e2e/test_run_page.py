@@ -129,14 +129,14 @@ def test_the_run_page_follows_a_run_live_and_its_controls_work(site, browser, tm
     # after a reload the page draws the same history
     drawn = page.evaluate(points(RETURNS))
     page.reload()
-    page.wait_for_function("document.getElementById('run-page').dataset.ready === '1'")
+    page.wait_for_function("document.getElementById('run-page')?.dataset.ready === '1'")
     if drawn <= 512:  # under MAX_BUCKETS the history holds every point (history.py)
         assert page.evaluate(points(RETURNS)) == drawn
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "run-page.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
     page.reload()
-    page.wait_for_function("document.getElementById('run-page').dataset.ready === '1'")
+    page.wait_for_function("document.getElementById('run-page')?.dataset.ready === '1'")
     page.wait_for_timeout(500)  # plotly resizes to the narrow page
     page.screenshot(path=str(SCREENSHOTS / "run-page-narrow.png"), full_page=True)
     assert not errors

@@ -66,30 +66,28 @@ def test_it_refuses_files_that_are_not_checkpoints(tmp_path, content, message):
         read_checkpoint(path)
 
 
-def test_it_refuses_a_checkpoint_with_out_of_bounds_hyperparameters(checkpoint, tmp_path):
-    _, path = checkpoint
+def tampered_copy(path, tmp_path, edit) -> str:
+    """A copy of the checkpoint at `path` whose config.json `edit` (a function of the config) changed."""
     with zipfile.ZipFile(path) as archive:
         config = json.loads(archive.read("config.json"))
         model = archive.read("model.safetensors")
-    config["hyperparameters"]["learning_rate"] = -1
+    edit(config)
     tampered = tmp_path / "tampered.zip"
     with zipfile.ZipFile(tampered, "w") as archive:
         archive.writestr("config.json", json.dumps(config))
         archive.writestr("model.safetensors", model)
+    return tampered
+
+
+def test_it_refuses_a_checkpoint_with_out_of_bounds_hyperparameters(checkpoint, tmp_path):
+    tampered = tampered_copy(checkpoint[1], tmp_path, lambda config: config["hyperparameters"].update(learning_rate=-1))
     with pytest.raises(trainer.ConfigError, match="learning_rate"):
         trainer.load(tampered)
 
 
 def test_it_refuses_weights_that_do_not_fit_the_network(checkpoint, tmp_path):
-    _, path = checkpoint
-    with zipfile.ZipFile(path) as archive:
-        config = json.loads(archive.read("config.json"))
-        model = archive.read("model.safetensors")
-    config["hyperparameters"]["hidden_layers"] = "64"
-    tampered = tmp_path / "tampered.zip"
-    with zipfile.ZipFile(tampered, "w") as archive:
-        archive.writestr("config.json", json.dumps(config))
-        archive.writestr("model.safetensors", model)
+    tampered = tampered_copy(checkpoint[1], tmp_path,
+                             lambda config: config["hyperparameters"].update(hidden_layers="64"))
     with pytest.raises(CheckpointError, match="do not fit"):
         trainer.load(tampered)
 
@@ -113,3 +111,48 @@ def test_a_resumed_run_keeps_its_best_evaluation_and_best_checkpoint(tmp_path):
     summary = loaded.learn(100, checkpoint_dir=tmp_path, eval_episodes=2)
     assert summary["best_eval_return"] == best and summary["eval_return_mean"] < best
     assert (tmp_path / "best.zip").read_bytes() == best_file
+
+
+def per_parameter_lists(agent) -> list[list[torch.Tensor]]:
+    """Each flat optimizer group's parameters, in the order the flat tensor concatenates them."""
+    if agent.name == "sac":
+        return [list(agent.actor.parameters()), list(agent.critic.parameters()), [agent.log_alpha.value]]
+    if agent.name == "td3":
+        return [list(agent.actor.parameters()), list(agent.critic.parameters())]
+    return [list(agent.q_network.parameters())]
+
+
+@pytest.mark.parametrize("algorithm", ["sac", "td3", "dqn"])
+def test_optimizer_state_saved_per_parameter_loads_into_the_flat_optimizer(algorithm, tmp_path):
+    """Checkpoints from before DQN, SAC and TD3 kept their parameters flat hold one Adam entry per
+    parameter; loading concatenates them in the flat tensor's order."""
+    agent = trainer.make(algorithm, "CartPole-v1" if algorithm == "dqn" else "Pendulum-v1", seed=0,
+                         hidden_layers="16,16", batch_size=16, learning_starts=50, buffer_size=500)
+    agent.learn(100)
+    old_style = torch.optim.Adam([{"params": parameters, "lr": group["lr"]} for parameters, group
+                                  in zip(per_parameter_lists(agent), agent.optimizer.param_groups)], fused=True)
+    for group in old_style.param_groups:  # one step of what earlier versions ran
+        for p in group["params"]:
+            p.grad = torch.randn_like(p)
+    old_style.step()
+    agent.optimizers["optimizer"] = old_style
+    path = agent.save(tmp_path / "old.zip")
+
+    loaded = trainer.load(path)
+    for old_group, new_group in zip(old_style.param_groups, loaded.optimizer.param_groups):
+        (flat,) = new_group["params"]
+        for slot in ("exp_avg", "exp_avg_sq"):
+            expected = torch.cat([old_style.state[p][slot].reshape(-1) for p in old_group["params"]])
+            torch.testing.assert_close(loaded.optimizer.state[flat][slot].reshape(-1), expected)
+        assert float(loaded.optimizer.state[flat]["step"]) == 1.0
+    loaded.learn(50)  # and it goes on learning
+
+
+def test_it_refuses_optimizer_state_that_fits_no_layout(checkpoint, tmp_path):
+    def one_group_too_many(config: dict) -> None:
+        groups = config["optimizers"]["optimizer"]
+        groups.append(dict(groups[0]))
+
+    tampered = tampered_copy(checkpoint[1], tmp_path, one_group_too_many)
+    with pytest.raises(CheckpointError, match="optimizer state does not fit"):
+        trainer.load(tampered)

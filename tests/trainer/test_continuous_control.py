@@ -3,6 +3,7 @@
 import importlib.util
 import math
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -12,7 +13,7 @@ import trainer
 from trainer.algorithms.ddpg import smoothed_target_actions
 from trainer.algorithms.sac import squashed_gaussian_log_prob
 from trainer.buffers import ReplayBuffer
-from trainer.continuous import ActionScaler
+from trainer.continuous import ActionScaler, QEnsemble
 from trainer.events import ListSink
 
 TINY = {
@@ -65,6 +66,103 @@ def random_buffer(agent, size=512):
                rng.uniform(-1, 1, (size, *agent.action_space.shape)), rng.standard_normal(size),
                rng.standard_normal((size, *agent.observation_space.shape)), np.zeros(size))
     return buffer
+
+
+@pytest.mark.parametrize("settings", [{}, dict(auto_alpha=False, alpha=0.2), dict(normalize_observation=True)])
+def test_sacs_hand_written_gradients_equal_autograds(settings):
+    agent = trainer.make("sac", "MountainCarContinuous-v0", seed=0, **{**TINY["sac"], **settings})
+    assert agent.by_hand
+    buffer = random_buffer(agent)
+    terminated = buffer.terminated[:len(buffer)]
+    terminated[::3] = 1.0  # some terminal transitions
+    for _ in range(3):  # move away from the initial parameters, through the hand-written path
+        agent.update(buffer.sample(64, agent.rng))
+    agent.actor.body[-1].bias.data[1] = 2.5  # one log-std clamped at its bound: no gradient through it
+    batch = buffer.sample(64, agent.rng)
+    results = []
+    for compute in (agent.gradients_by_hand, agent.gradients):
+        torch.manual_seed(3)  # the same draws for a' and a
+        metrics = compute(batch)
+        results.append(({k: float(v) for k, v in metrics.items()},
+                        agent.actor_flat.param.grad.clone(), agent.critic_flat.param.grad.clone(),
+                        agent.log_alpha.value.grad))
+    (metrics, actor, critic, alpha), (metrics_ref, actor_ref, critic_ref, alpha_ref) = results
+    assert metrics == pytest.approx(metrics_ref, rel=1e-5, abs=1e-6)
+    torch.testing.assert_close(critic, critic_ref, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(actor, actor_ref, rtol=1e-4, atol=1e-6)
+    if agent.config.auto_alpha:
+        torch.testing.assert_close(alpha, alpha_ref, rtol=1e-5, atol=1e-7)
+    else:
+        assert alpha is None and alpha_ref is None
+    assert actor.abs().sum() > 0 and critic.abs().sum() > 0
+
+
+@pytest.mark.parametrize("algorithm", ["td3", "ddpg"])
+@pytest.mark.parametrize("update_actor", [True, False])
+def test_td3_and_ddpgs_hand_written_gradients_equal_autograds(algorithm, update_actor):
+    agent = trainer.make(algorithm, "MountainCarContinuous-v0", seed=0, **TINY[algorithm])
+    assert agent.by_hand
+    buffer = random_buffer(agent)
+    buffer.terminated[:len(buffer):3] = 1.0
+    for _ in range(4):
+        agent.update(buffer.sample(64, agent.rng))
+    batch = buffer.sample(64, agent.rng)
+    results = []
+    for compute in (agent.gradients_by_hand, agent.gradients):
+        agent.actor_flat.param.grad.fill_(float("nan"))  # what neither may touch on a critic-only update
+        agent.critic_flat.param.grad.fill_(float("nan"))
+        torch.manual_seed(3)  # the same target smoothing noise
+        metrics = compute(batch, update_actor)
+        results.append(({k: float(v) for k, v in metrics.items()}, agent.critic_flat.param.grad.clone(),
+                        agent.actor_flat.param.grad.clone()))
+    (metrics, critic, actor), (metrics_ref, critic_ref, actor_ref) = results
+    assert metrics == pytest.approx(metrics_ref, rel=1e-5, abs=1e-6)
+    assert ("train/actor_loss" in metrics) == update_actor
+    torch.testing.assert_close(critic, critic_ref, rtol=1e-4, atol=1e-6)
+    assert critic.abs().sum() > 0
+    if update_actor:
+        torch.testing.assert_close(actor, actor_ref, rtol=1e-4, atol=1e-6)
+        assert actor.abs().sum() > 0
+    else:
+        assert actor.isnan().all() and actor_ref.isnan().all()
+
+
+def test_td3s_actor_sits_out_the_critic_only_updates():
+    """Between delayed policy updates only the critics step: the actor, its Adam moments and step count
+    and the target networks stay as they were, as when torch's Adam meets a parameter without a gradient."""
+    agent = trainer.make("td3", "MountainCarContinuous-v0", seed=0, **TINY["td3"])
+    buffer = random_buffer(agent)
+    actor, critic = agent.actor_flat.param, agent.critic_flat.param
+
+    def actor_side():
+        state = agent.optimizer.state[actor]
+        return [actor.clone(), state["exp_avg"].clone(), state["step"].clone(),
+                *(flat.param.clone() for flat in agent.target_flats)]
+
+    for _ in range(2):  # a critic-only update, then one with the actor
+        agent.update(buffer.sample(64, agent.rng))
+    before, critic_before = actor_side(), critic.clone()
+    agent.update(buffer.sample(64, agent.rng))  # critic-only (delay_policy_update 2)
+    assert agent.critic_updates == 3 and agent.actor_updates == 1
+    assert not torch.equal(critic, critic_before)
+    assert all(torch.equal(old, new) for old, new in zip(before, actor_side()))
+    assert float(before[2]) == 1.0
+    agent.update(buffer.sample(64, agent.rng))  # with the actor: it moves, and so do the targets
+    after = actor_side()
+    assert not torch.equal(after[0], before[0]) and not torch.equal(after[3], before[3])
+
+
+@pytest.mark.parametrize("algorithm", ["sac", "td3", "ddpg"])
+def test_the_autograd_path_in_bfloat16_trains(algorithm):
+    """bfloat16 (and any GPU) takes the autograd path with batched critic products."""
+    agent = trainer.make(algorithm, "Pendulum-v1", seed=0, precision="bfloat16", **TINY[algorithm])
+    assert not agent.by_hand
+    sink = ListSink()
+    before = [p.detach().clone() for p in agent.critic.parameters()]
+    agent.learn(300, sink=sink, eval_episodes=1)
+    losses = [e["values"]["train/critic_loss"] for e in sink.events if "train/critic_loss" in e.get("values", {})]
+    assert losses and all(math.isfinite(loss) for loss in losses)
+    assert not all(torch.equal(a, b) for a, b in zip(before, agent.critic.parameters()))
 
 
 @pytest.mark.parametrize("target_entropy, direction", [("5", 1), ("-20", -1)])
@@ -125,6 +223,73 @@ def test_ddpg_has_one_critic_no_smoothing_and_updates_the_actor_every_time():
     for _ in range(4):
         agent.update(buffer.sample(32, agent.rng))
     assert (agent.critic_updates, agent.actor_updates) == (4, 4)
+
+
+def _batched_critics(critics: QEnsemble, observations, actions, members):
+    """The general path of QEnsemble (batched products through autograd), as on a GPU or in bfloat16."""
+    x = torch.cat([observations, actions], dim=1).unsqueeze(0).expand(members, -1, -1)
+    for layer in critics.layers[:-1]:
+        x = torch.relu(layer(x, members))
+    return critics.layers[-1](x, members).squeeze(-1)
+
+
+@pytest.mark.parametrize("members", [2, 1])
+@pytest.mark.parametrize("frozen", [False, True])
+@pytest.mark.parametrize("loss", ["squared", "min"])  # through a min, frozen critics skip the rows without gradient
+def test_the_hand_written_critic_pass_gives_autograds_values_and_gradients(members, frozen, loss):
+    torch.manual_seed(0)
+    critics = QEnsemble(gym.spaces.Box(-1, 1, (3,)), 2, (32, 16), num_q=2)
+    critics.requires_grad_(not frozen)
+    observations, targets, action_values = torch.randn(64, 3), torch.randn(64), torch.randn(64, 2)
+    results = []
+    for forward in (critics, lambda o, a, m: _batched_critics(critics, o, a, m)):
+        actions = action_values.clone().requires_grad_()
+        critics.zero_grad(set_to_none=True)
+        q = forward(observations, actions, members)
+        assert q.shape == (members, 64)
+        (((q - targets) ** 2).mean(dim=1).sum() if loss == "squared" else -q.min(dim=0).values.mean()).backward()
+        results.append([q.detach(), actions.grad] + [p.grad for p in critics.parameters()])
+    ours, reference = results
+    for a, b in zip(ours, reference):
+        if b is None:
+            assert a is None or not a.any()
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    gradients = ours[2:]
+    if frozen:  # the actor's loss through frozen critics: only the actions get a gradient
+        assert all(g is None for g in gradients)
+    else:  # members left out get zero gradients
+        assert all(g is not None and not g[members:].any() for g in gradients)
+
+
+@pytest.mark.parametrize("algorithm", ["sac", "td3"])
+def test_actors_act_through_numpy_views_that_follow_training_and_match_torch(algorithm, tmp_path):
+    agent = trainer.make(algorithm, "Pendulum-v1", seed=0, **TINY[algorithm])
+    observations = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    before = agent.act_unit(observations, True) if algorithm == "sac" else agent.act_unit(observations)
+    agent.learn(300)  # the views were made on the first action; updates show through them
+    assert agent.numpy_actor is not None
+
+    def torch_actions(deterministic: bool) -> np.ndarray:
+        with torch.no_grad():
+            obs = torch.as_tensor(observations)
+            if algorithm != "sac":
+                return agent.actor(obs).numpy()
+            return (torch.tanh(agent.actor(obs)[0]) if deterministic else agent.actor.sample(obs)[0]).numpy()
+
+    if algorithm == "sac":
+        np.testing.assert_allclose(agent.act_unit(observations, True), torch_actions(True), atol=1e-5)
+        torch.manual_seed(7)
+        sampled = agent.act_unit(observations, False)
+        torch.manual_seed(7)  # the same draws from torch's generator
+        np.testing.assert_allclose(sampled, torch_actions(False), atol=1e-5)
+        after = agent.act_unit(observations, True)
+    else:
+        np.testing.assert_allclose(agent.act_unit(observations), torch_actions(True), atol=1e-5)
+        after = agent.act_unit(observations)
+    assert not np.allclose(before, after)
+    loaded = trainer.load(agent.save(tmp_path / "final.zip"))
+    np.testing.assert_allclose(loaded.act(observations, True), agent.act(observations, True), atol=1e-6)
 
 
 @pytest.mark.parametrize("algorithm", ["sac", "ddpg", "td3"])

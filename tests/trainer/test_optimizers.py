@@ -49,3 +49,35 @@ def test_flat_optimizers_step_exactly_as_torchs_with_a_changing_learning_rate_an
 def test_flat_adam_refuses_groups_of_several_tensors():
     with pytest.raises(ValueError, match="one flat tensor"):
         FlatAdam([torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(3))])
+
+
+def test_training_flushes_denormals_and_puts_the_threads_setting_back_after():
+    """An Adam moment that stops getting gradients shrinks into the denormal range, where x86 arithmetic
+    is many times slower; `learn` flushes denormals to zero while it trains (trainer.agent.denormals_flushed)."""
+    import trainer
+    from trainer.agent import flushing_denormals
+    from trainer.events import Sink
+
+    class FlushProbe(Sink):
+        def __init__(self):
+            self.seen = []
+
+        def emit(self, event):
+            self.seen.append(flushing_denormals())
+
+    moment = torch.tensor([1e-4])
+    for _ in range(800):  # what Adam does to the first moment of a weight whose gradient is zero
+        moment.mul_(0.9)
+    assert 0 < moment.item() < 1.2e-38  # denormal
+
+    agent = trainer.make("dqn", "CartPole-v1", seed=0, learning_starts=50, batch_size=16, buffer_size=500,
+                         hidden_layers="16")
+    try:
+        for before in (False, True):
+            torch.set_flush_denormal(before)
+            probe = FlushProbe()
+            agent.learn(150, sink=probe)
+            assert probe.seen and all(probe.seen)
+            assert flushing_denormals() == before
+    finally:
+        torch.set_flush_denormal(False)

@@ -13,6 +13,7 @@ from django.urls import reverse
 from rlweb.experiments import live
 from rlweb.experiments.models import Checkpoint, Event, Run
 from rlweb.experiments.tasks import train_run
+from tests.web.helpers import read_sse
 
 TOTAL = 6_000
 EVAL_INTERVAL = 500
@@ -101,8 +102,18 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
     assert run.status == Run.Status.QUEUED and run.resume_requested and run.task_id not in ("", "first")
     assert json.loads(live_redis.lindex("cpu", 0))["headers"]["id"] == run.task_id
     assert not live_redis.exists(live.stop_key(run.pk))  # else it would stop again at once
+    # a page opened before a worker claims it: the history ends at the checkpoint, with no "finished:
+    # cancelled" in the log, and the stream it follows from there will carry the resumed attempt whole
+    waiting = owner_client.get(reverse("run-history", args=[run.pk])).json()
+    marker = Event.objects.get(run=run, kind="checkpoint", values__checkpoint_id=final.pk)
+    assert waiting["last_seq"] == marker.seq and Event.objects.filter(run=run).count() == marker.seq
+    assert waiting["run"]["status"] == "queued" and waiting["run"]["steps_done"] == stopped_at
+    assert "finished" not in [event["kind"] for event in waiting["log"]]
 
     assert train_run(run.pk) == "succeeded"  # what the worker does with the message
+    resumed = read_sse(owner_client.get(reverse("run-stream", args=[run.pk]), HTTP_LAST_EVENT_ID=str(marker.seq)))
+    assert resumed[0]["seq"] == marker.seq + 1 and resumed[0]["kind"] == "started"
+    assert resumed[-1]["kind"] == "finished" and resumed[-1]["values"]["status"] == "succeeded"
     assert_contiguous(run, resumed_at=stopped_at)
     assert Checkpoint.objects.get(run=run, tag="final").step == TOTAL
     run.refresh_from_db()
@@ -112,8 +123,6 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
     stored = [event.as_dict() for event in Event.objects.filter(run=run, seq__gte=streamed[0]["seq"])]
     assert streamed == stored and streamed[0]["kind"] == "started" and streamed[0]["step"] == stopped_at
     # a page that follows the stream from the start gets the whole history once, in order
-    from tests.web.helpers import read_sse
-
     followed = read_sse(owner_client.get(reverse("run-stream", args=[run.pk])))
     assert [event["seq"] for event in followed] == list(range(1, Event.objects.filter(run=run).count() + 1))
     # and the charts' (downsampled) history has each evaluation once and episodes in step order
@@ -139,6 +148,9 @@ def test_a_lost_run_resumes_from_its_last_periodic_checkpoint_and_forgets_what_c
 
     with django_capture_on_commit_callbacks(execute=True):
         resume(owner_client, run)
+    # a page opened before a worker claims it draws nothing past the checkpoint
+    metrics = owner_client.get(reverse("run-history", args=[run.pk])).json()["metrics"]
+    assert metrics and max(max(series["step"]) for series in metrics.values()) <= periodic.step
     assert train_run(run.pk) == "succeeded"
     assert_contiguous(run, resumed_at=periodic.step)
     periodic_steps = sorted(Checkpoint.objects.filter(run=run, tag="periodic").values_list("step", flat=True))

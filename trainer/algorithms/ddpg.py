@@ -11,6 +11,7 @@ of each action dimension (ALGORITHMS.md, DDPG and TD3 checklist).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -19,10 +20,12 @@ from torch import nn
 from trainer.agent import Agent
 from trainer.buffers import ReplayBuffer
 from trainer.continuous import (PRECISIONS, ActionScaler, Normalizers, OrnsteinUhlenbeckNoise, QEnsemble, autocast,
-                                check_continuous_env, frozen, observation_storage_dtype, polyak_update,
-                                real_next_observations)
+                                by_hand_actor_layers, check_continuous_env, ensemble_backward, ensemble_forward, frozen,
+                                numpy_actor_body, observation_storage_dtype, polyak_update, real_next_observations)
 from trainer.envs import make_vector_env
-from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers
+from trainer.networks import (FlatParameters, NumpyMLP, ObservationEncoder, clip_grad_norm, mlp, parse_hidden_layers,
+                              plain_backward, plain_forward, run_layers)
+from trainer.optimizers import FlatAdam
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, CONTINUOUS_CONTROL, register
 from trainer.schedules import crossed
@@ -65,8 +68,9 @@ class DDPGConfig:
     normalize_reward: bool = param(False, "Scale rewards by the running std of the discounted return.")
     num_envs: int = param(1, "Environments stepped side by side.", low=1, high=256)
     precision: str = param("float32", "Matrix products of the updates in float32, or in bfloat16 (mixed "
-                                      "precision: faster on CPUs with AVX512-BF16 or AMX and on recent GPUs; "
-                                      "weights and losses stay float32).", choices=PRECISIONS)
+                                      "precision: faster on CPUs with AVX512-BF16 or AMX and on recent GPUs, "
+                                      "several times slower on CPUs without them; weights and losses stay "
+                                      "float32).", choices=PRECISIONS)
 
     def check(self) -> dict[str, str]:
         errors = {}
@@ -88,7 +92,7 @@ class DeterministicActor(nn.Module):
         self.body = mlp(self.encoder.output_size, hidden_layers, action_size)
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.body(self.encoder(observations)).float())  # float32 under autocast
+        return torch.tanh(run_layers(self.body, self.encoder(observations)).float())  # float32 under autocast
 
 
 def smoothed_target_actions(actions: torch.Tensor, noise: float, noise_clip: float) -> torch.Tensor:
@@ -117,12 +121,16 @@ class DDPG(Agent):
         self.target_actor.requires_grad_(False)
         self.target_critic.requires_grad_(False)
         # one optimizer with a group per learning rate: actor and critic losses touch disjoint parameters,
-        # so one backward pass and one fused Adam step serve both (the actor's group has no gradient on
-        # the critic-only updates between delayed policy updates, and Adam skips it)
-        self.optimizer = torch.optim.Adam(
-            [{"params": list(self.actor.parameters()), "lr": c.policy_learning_rate},
-             {"params": list(self.critic.parameters()), "lr": c.q_learning_rate}],
-            fused=self.device.type in ("cpu", "cuda"))
+        # so one backward pass and one Adam step serve both (the actor's group sits out the critic-only
+        # updates between delayed policy updates). Each network's parameters are views into one flat
+        # tensor: one fused kernel call per group, one lerp_ per target network
+        self.actor_flat = FlatParameters(self.actor.parameters())
+        self.critic_flat = FlatParameters(self.critic.parameters())
+        self.target_flats = [FlatParameters(self.target_actor.parameters(), gradients=False),
+                             FlatParameters(self.target_critic.parameters(), gradients=False)]
+        groups = [{"params": [self.actor_flat.param], "lr": c.policy_learning_rate},
+                  {"params": [self.critic_flat.param], "lr": c.q_learning_rate}]
+        self.optimizer = FlatAdam(groups) if self.device.type in ("cpu", "cuda") else torch.optim.Adam(groups)
         self.modules = {"actor": self.actor, "critic": self.critic, "target_actor": self.target_actor,
                         "target_critic": self.target_critic}
         self.optimizers = {"optimizer": self.optimizer}
@@ -130,8 +138,9 @@ class DDPG(Agent):
                                        c.normalize_reward, self.device)
         self.critic_updates = 0
         self.actor_updates = 0
-        self._online = list(self.actor.parameters()) + list(self.critic.parameters())
-        self._targets = list(self.target_actor.parameters()) + list(self.target_critic.parameters())
+        # MLP actor and critics on a CPU in float32 learn with hand-written gradients (gradients_by_hand)
+        self.actor_linears = by_hand_actor_layers(self.actor, self.device, c.precision)
+        self.by_hand = self.actor_linears is not None
 
     def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
         actions = self.act_unit(observations)
@@ -139,49 +148,99 @@ class DDPG(Agent):
             actions = actions + self.config.action_noise * self.rng.standard_normal(actions.shape)
         return self.scaler.to_env(actions)
 
+    @cached_property
+    def numpy_actor(self) -> NumpyMLP | None:
+        return numpy_actor_body(self.actor, self.normalizers)
+
     def act_unit(self, observations: np.ndarray) -> np.ndarray:
         """mu(s) in [-1, 1], without exploration noise."""
+        if self.numpy_actor is not None:  # several times faster than torch at a batch of one
+            return np.tanh(self.numpy_actor(observations))
         with torch.no_grad():
             return self.actor(self.normalizers.obs(torch.as_tensor(observations, device=self.device))).cpu().numpy()
 
     def update(self, batch) -> dict[str, torch.Tensor]:
         c = self.config
-        obs, next_obs = self.normalizers.obs(batch.obs), self.normalizers.obs(batch.next_obs)
-        rewards = batch.rewards * self.normalizers.reward_scale() if c.normalize_reward else batch.rewards
+        self.critic_updates += 1
+        # the actor, every `delay_policy_update` critic updates; on the others its group has no gradient
+        update_actor = self.critic_updates % c.delay_policy_update == 0
+        metrics = (self.gradients_by_hand if self.by_hand else self.gradients)(batch, update_actor)
+        if c.max_grad_norm > 0:
+            clip_grad_norm([self.critic_flat], c.max_grad_norm)
+            if update_actor:
+                clip_grad_norm([self.actor_flat], c.max_grad_norm)
+        actor_grad = self.actor_flat.param.grad
+        if not update_actor:  # Adam leaves a parameter without a gradient as it is, moments and step count too
+            self.actor_flat.param.grad = None
+        self.optimizer.step()
+        self.actor_flat.param.grad = actor_grad
+        if update_actor:
+            self.actor_updates += 1
+            polyak_update([flat.param for flat in self.target_flats], [self.actor_flat.param, self.critic_flat.param],
+                          c.tau)  # the targets move with the actor (TD3)
+        return metrics
 
+    def targets(self, batch, next_obs: torch.Tensor) -> torch.Tensor:
+        """r + gamma (1 - terminated) min_i Q'_i(s', a'), a' from the target actor, smoothed when
+        target_noise > 0; truncated transitions are bootstrapped (P1)."""
+        c = self.config
+        rewards = batch.rewards * self.normalizers.reward_scale() if c.normalize_reward else batch.rewards
+        with torch.no_grad():
+            next_actions = self.target_actor(next_obs)
+            if c.target_noise > 0:
+                next_actions = smoothed_target_actions(next_actions, c.target_noise, c.target_noise_clip)
+            next_q = self.target_critic(next_obs, next_actions).min(dim=0).values
+            return rewards + c.gamma * (1.0 - batch.terminated) * next_q
+
+    def gradients(self, batch, update_actor: bool) -> dict[str, torch.Tensor]:
+        """The critic's (and on actor updates the actor's) loss gradients through autograd, into `.grad`
+        (the actor's are left as they were on a critic-only update)."""
+        c = self.config
+        obs, next_obs = self.normalizers.obs(batch.obs), self.normalizers.obs(batch.next_obs)
         with autocast(self.device, c.precision):  # the forward passes; backward follows their dtypes
-            # critic target: r + gamma (1 - terminated) min_i Q'_i(s', a'), a' from the target actor,
-            # smoothed when target_noise > 0; truncated transitions are bootstrapped (P1)
-            with torch.no_grad():
-                next_actions = self.target_actor(next_obs)
-                if c.target_noise > 0:
-                    next_actions = smoothed_target_actions(next_actions, c.target_noise, c.target_noise_clip)
-                next_q = self.target_critic(next_obs, next_actions).min(dim=0).values
-                target = rewards + c.gamma * (1.0 - batch.terminated) * next_q
+            target = self.targets(batch, next_obs)
             q = self.critic(obs, batch.actions)  # [num_q, batch]
             critic_loss = ((q - target) ** 2).mean(dim=1).sum()
-            self.critic_updates += 1
-
-            # actor, every `delay_policy_update` critic updates: maximise Q_1(s, mu(s)), the critic frozen
-            update_actor = self.critic_updates % c.delay_policy_update == 0
             loss = critic_loss
-            if update_actor:
+            if update_actor:  # maximise Q_1(s, mu(s)), the critic frozen
                 with frozen(self.critic):  # through Q_1 only (Fujimoto et al.): the second critic is not evaluated
                     actor_loss = -self.critic(obs, self.actor(obs), members=1)[0].mean()
                 loss = loss + actor_loss
-
-        self.optimizer.zero_grad(set_to_none=True)
+        self.critic_flat.zero_grad()
+        if update_actor:
+            self.actor_flat.zero_grad()
         loss.backward()
-        if c.max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self.critic.parameters(), c.max_grad_norm)
-            if update_actor:
-                nn.utils.clip_grad_norm_(self.actor.parameters(), c.max_grad_norm)
-        self.optimizer.step()
         metrics = {"train/critic_loss": critic_loss.detach(), "train/q_mean": q.detach().mean()}
         if update_actor:
-            self.actor_updates += 1
-            polyak_update(self._targets, self._online, c.tau)  # the targets move with the actor (TD3)
             metrics["train/actor_loss"] = actor_loss.detach()
+        return metrics
+
+    @torch.no_grad()
+    def gradients_by_hand(self, batch, update_actor: bool) -> dict[str, torch.Tensor]:
+        """The gradients of `gradients`, worked out by hand for MLP networks on a CPU in float32 (the same
+        numbers, tests/trainer/test_continuous_control.py, without autograd's bookkeeping)."""
+        obs, next_obs = self.normalizers.obs(batch.obs), self.normalizers.obs(batch.next_obs)
+        target = self.targets(batch, next_obs)
+        critic = self.critic.parameter_list
+        batch_size = len(target)
+
+        x = self.critic.inputs(obs, batch.actions)  # critics: d/dq of sum_i mean (q_i - target)^2
+        q, hidden = ensemble_forward(critic, self.critic.num_q, x)
+        error = q - target
+        critic_loss = error.square().mean(dim=1).sum()
+        grads = [p.grad for p in critic]  # views into the flat gradient, overwritten
+        ensemble_backward(critic, self.critic.num_q, x, hidden, error * (2.0 / batch_size), grads, False)
+        metrics = {"train/critic_loss": critic_loss, "train/q_mean": q.mean()}
+
+        if update_actor:  # loss = -mean Q_1(s, tanh(body(s)))
+            out, inputs = plain_forward(self.actor_linears, self.actor.encoder(obs))
+            actions = torch.tanh(out)
+            x = self.critic.inputs(obs, actions)
+            q_1, hidden = ensemble_forward(critic, 1, x)
+            metrics["train/actor_loss"] = -q_1.mean()
+            grad_actions = ensemble_backward(critic, 1, x, hidden, torch.full_like(q_1, -1.0 / batch_size), None,
+                                             True)[:, -self.action_size:]
+            plain_backward(self.actor_linears, inputs, grad_actions * (1.0 - actions * actions))
         return metrics
 
     def train(self, runner) -> None:

@@ -25,7 +25,7 @@ from trainer.buffers import (FrameStackReplayBuffer, PrioritizedFrameStackReplay
                              ReplayBuffer)
 from trainer.envs import finished_episodes, is_atari, make_vector_env
 from trainer.networks import (FlatParameters, NoisyLinear, NumpyMLP, ObservationEncoder, clip_grad_norm, mlp,
-                              parse_hidden_layers, reset_noise, run_layers)
+                              parse_hidden_layers, plain_backward, plain_forward, reset_noise, run_layers)
 from trainer.optimizers import FlatAdam
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, DQN_FAMILY, register
@@ -171,12 +171,7 @@ def td_loss_gradients(layers: list[nn.Module], features: torch.Tensor, actions: 
     bookkeeping costs about as much as the matrix products.
     """
     linears = [layer for layer in layers if type(layer) is nn.Linear]  # each but the last feeds a ReLU
-    inputs, x = [], features
-    for i, layer in enumerate(linears):
-        inputs.append(x)
-        x = torch.addmm(layer.bias, x, layer.weight.t())
-        if i < len(linears) - 1:
-            x = x.relu_()
+    x, inputs = plain_forward(linears, features)
     q = x.gather(1, actions.unsqueeze(1)).squeeze(1)
     error = q - targets
     if delta_clip > 0:
@@ -188,11 +183,7 @@ def td_loss_gradients(layers: list[nn.Module], features: torch.Tensor, actions: 
     if weights is not None:
         slope = slope * weights
     gradient = torch.zeros_like(x).scatter_(1, actions.unsqueeze(1), (slope / len(q)).unsqueeze(1))
-    for i in reversed(range(len(linears))):
-        torch.mm(gradient.t(), inputs[i], out=linears[i].weight.grad)
-        torch.sum(gradient, dim=0, out=linears[i].bias.grad)
-        if i:  # back through the ReLU (as autograd does): zero where its output is not positive
-            gradient = torch.ops.aten.threshold_backward(gradient @ linears[i].weight, inputs[i], 0)
+    plain_backward(linears, inputs, gradient)
     return per_sample, q
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -19,10 +20,13 @@ from torch.nn import functional as F
 from trainer.agent import Agent
 from trainer.buffers import ReplayBuffer
 from trainer.continuous import (PRECISIONS, ActionScaler, ColoredNoise, Normalizers, QEnsemble, autocast,
-                                check_continuous_env, episode_length_limit, frozen, observation_storage_dtype,
-                                polyak_update, real_next_observations)
+                                by_hand_actor_layers, check_continuous_env, ensemble_backward, ensemble_forward,
+                                episode_length_limit, frozen, numpy_actor_body, observation_storage_dtype,
+                                real_next_observations)
 from trainer.envs import make_vector_env
-from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers
+from trainer.networks import (FlatParameters, NumpyMLP, ObservationEncoder, clip_grad_norm, mlp,
+                              parse_hidden_layers, plain_backward, plain_forward, run_layers)
+from trainer.optimizers import FlatAdam
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, CONTINUOUS_CONTROL, register
 from trainer.schedules import crossed
@@ -67,8 +71,9 @@ class SACConfig:
     noise_exponent: float = param(0.0, "Colour of the exploration noise while collecting: 0 white (independent "
                                        "per step), 1 pink, 2 red (slowly wandering).", low=0, high=3)
     precision: str = param("float32", "Matrix products of the updates in float32, or in bfloat16 (mixed "
-                                      "precision: faster on CPUs with AVX512-BF16 or AMX and on recent GPUs; "
-                                      "weights and losses stay float32).", choices=PRECISIONS)
+                                      "precision: faster on CPUs with AVX512-BF16 or AMX and on recent GPUs, "
+                                      "several times slower on CPUs without them; weights and losses stay "
+                                      "float32).", choices=PRECISIONS)
 
     def check(self) -> dict[str, str]:
         errors = {}
@@ -107,7 +112,8 @@ class SquashedGaussianActor(nn.Module):
         self.body = mlp(self.encoder.output_size, hidden_layers, 2 * action_size)
 
     def forward(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean, log_std = self.body(self.encoder(observations)).float().chunk(2, dim=-1)  # float32 under autocast
+        outputs = run_layers(self.body, self.encoder(observations)).float()  # float32 under autocast
+        mean, log_std = outputs.chunk(2, dim=-1)
         return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
     def sample(self, observations: torch.Tensor,
@@ -145,26 +151,41 @@ class SAC(Agent):
         auto = c.target_entropy.strip().lower() == "auto"
         self.target_entropy = -float(action_size) if auto else float(c.target_entropy)
         # one optimizer, one parameter group per learning rate: the three losses touch disjoint
-        # parameters, so one backward pass and one fused Adam step serve all of them
-        groups = [{"params": list(self.actor.parameters()), "lr": c.policy_learning_rate},
-                  {"params": list(self.critic.parameters()), "lr": c.q_learning_rate}]
+        # parameters, so one backward pass and one Adam step serve all of them; each network's
+        # parameters are views into one flat tensor, so the step is one fused kernel call per group
+        self.actor_flat = FlatParameters(self.actor.parameters())
+        self.critic_flat = FlatParameters(self.critic.parameters())
+        self.target_flat = FlatParameters(self.target_critic.parameters(), gradients=False)
+        groups = [{"params": [self.actor_flat.param], "lr": c.policy_learning_rate},
+                  {"params": [self.critic_flat.param], "lr": c.q_learning_rate}]
         if c.auto_alpha:
-            groups.append({"params": list(self.log_alpha.parameters()), "lr": c.alpha_learning_rate})
-        self.optimizer = torch.optim.Adam(groups, fused=self.device.type in ("cpu", "cuda"))
+            groups.append({"params": [self.log_alpha.value], "lr": c.alpha_learning_rate})
+        self.optimizer = FlatAdam(groups) if self.device.type in ("cpu", "cuda") else torch.optim.Adam(groups)
         self.modules = {"actor": self.actor, "critic": self.critic, "target_critic": self.target_critic,
                         "log_alpha": self.log_alpha}
         self.optimizers = {"optimizer": self.optimizer}
         self.normalizers = Normalizers(self.observation_space, c.num_envs, c.gamma, c.normalize_observation,
                                        c.normalize_reward, self.device)
         self.updates = 0  # gradient updates so far
-        self._critic_parameters = list(self.critic.parameters())
-        self._target_parameters = list(self.target_critic.parameters())
+        # MLP actor and critics on a CPU in float32 learn with hand-written gradients (gradients_by_hand)
+        self.actor_linears = by_hand_actor_layers(self.actor, self.device, c.precision)
+        self.by_hand = self.actor_linears is not None
 
     def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
         return self.scaler.to_env(self.act_unit(observations, deterministic))
 
+    @cached_property
+    def numpy_actor(self) -> NumpyMLP | None:
+        return numpy_actor_body(self.actor, self.normalizers)
+
     def act_unit(self, observations: np.ndarray, deterministic: bool, noise: np.ndarray | None = None) -> np.ndarray:
         """Actions in [-1, 1], as stored in replay."""
+        if self.numpy_actor is not None:  # several times faster than torch at a batch of one
+            mean, log_std = np.split(self.numpy_actor(observations), 2, axis=-1)
+            if not deterministic:  # the draws of SquashedGaussianActor.sample, from torch's generator
+                noise = torch.randn(mean.shape).numpy() if noise is None else noise
+                mean = mean + np.exp(np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)) * noise
+            return np.tanh(mean).astype(np.float32)
         with torch.no_grad():
             obs = self.normalizers.obs(torch.as_tensor(observations, device=self.device))
             if deterministic:
@@ -176,17 +197,35 @@ class SAC(Agent):
 
     def update(self, batch) -> dict[str, torch.Tensor]:
         c = self.config
-        obs, next_obs = self.normalizers.obs(batch.obs), self.normalizers.obs(batch.next_obs)
+        metrics = self.gradients_by_hand(batch) if self.by_hand else self.gradients(batch)
+        if c.max_grad_norm > 0:
+            clip_grad_norm([self.actor_flat], c.max_grad_norm)
+            clip_grad_norm([self.critic_flat], c.max_grad_norm)
+        self.optimizer.step()
+        self.updates += 1
+        if self.updates % c.target_update_interval == 0:
+            with torch.no_grad():
+                self.target_flat.param.lerp_(self.critic_flat.param, c.tau)
+        return metrics
+
+    def targets(self, batch, next_obs: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+        """r + gamma (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s')), a' ~ pi(.|s') from the
+        current policy; truncated transitions are bootstrapped (P1)."""
+        c = self.config
         rewards = batch.rewards * self.normalizers.reward_scale() if c.normalize_reward else batch.rewards
+        with torch.no_grad():
+            next_actions, next_log_prob = self.actor.sample(next_obs)
+            next_q = self.target_critic(next_obs, next_actions).min(dim=0).values
+            return rewards + c.gamma * (1.0 - batch.terminated) * (next_q - alpha * next_log_prob)
+
+    def gradients(self, batch) -> dict[str, torch.Tensor]:
+        """The three losses' gradients through autograd, into the parameters' `.grad`."""
+        c = self.config
+        obs, next_obs = self.normalizers.obs(batch.obs), self.normalizers.obs(batch.next_obs)
         alpha = self.log_alpha.value.detach().exp()
 
         with autocast(self.device, c.precision):  # the forward passes; backward follows their dtypes
-            # critic target: r + gamma (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s')),
-            # a' ~ pi(.|s') from the current policy; truncated transitions are bootstrapped (P1)
-            with torch.no_grad():
-                next_actions, next_log_prob = self.actor.sample(next_obs)
-                next_q = self.target_critic(next_obs, next_actions).min(dim=0).values
-                target = rewards + c.gamma * (1.0 - batch.terminated) * (next_q - alpha * next_log_prob)
+            target = self.targets(batch, next_obs, alpha)
             q = self.critic(obs, batch.actions)  # [2, batch]
             critic_loss = 0.5 * ((q - target) ** 2).mean(dim=1).sum()
 
@@ -202,18 +241,59 @@ class SAC(Agent):
                 alpha_loss = -(self.log_alpha.value * (log_prob.detach() + self.target_entropy)).mean()
                 loss = loss + alpha_loss
 
-        self.optimizer.zero_grad(set_to_none=True)
+        self.actor_flat.zero_grad()
+        self.critic_flat.zero_grad()
+        self.log_alpha.value.grad = None
         loss.backward()
-        if c.max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self.actor.parameters(), c.max_grad_norm)
-            nn.utils.clip_grad_norm_(self._critic_parameters, c.max_grad_norm)
-        self.optimizer.step()
-        self.updates += 1
-        if self.updates % c.target_update_interval == 0:
-            polyak_update(self._target_parameters, self._critic_parameters, c.tau)
         return {"train/critic_loss": critic_loss.detach(), "train/actor_loss": actor_loss.detach(),
-                "train/alpha": alpha, "train/entropy": -log_prob.detach().mean(),
-                "train/q_mean": q.detach().mean()}
+                "train/alpha": alpha, "train/entropy": -log_prob.detach().mean(), "train/q_mean": q.detach().mean()}
+
+    @torch.no_grad()
+    def gradients_by_hand(self, batch) -> dict[str, torch.Tensor]:
+        """The gradients of `gradients`, worked out by hand for MLP networks on a CPU in float32: the
+        same numbers (tests/trainer/test_continuous_control.py) without autograd's bookkeeping, which
+        costs about a tenth of an update with 256-unit layers."""
+        c = self.config
+        obs, next_obs = self.normalizers.obs(batch.obs), self.normalizers.obs(batch.next_obs)
+        alpha = self.log_alpha.value.detach().exp()
+        target = self.targets(batch, next_obs, alpha)
+        critic = self.critic.parameter_list
+        batch_size = len(target)
+
+        # critics: d/dq of 0.5 sum_i mean (q_i - target)^2
+        x = self.critic.inputs(obs, batch.actions)
+        q, hidden = ensemble_forward(critic, self.critic.num_q, x)
+        error = q - target
+        critic_loss = 0.5 * error.square().mean(dim=1).sum()
+        ensemble_backward(critic, self.critic.num_q, x, hidden, error / batch_size, [p.grad for p in critic], False)
+
+        # actor: a = tanh(u), u = mean + std * noise; loss = mean(alpha log pi(a|s) - min_i Q_i(s, a))
+        out, inputs = plain_forward(self.actor_linears, self.actor.encoder(obs))
+        mean, raw_log_std = out.chunk(2, dim=-1)
+        log_std = raw_log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+        std, noise = log_std.exp(), torch.randn_like(mean)
+        u = mean + std * noise
+        actions = torch.tanh(u)
+        log_prob = squashed_gaussian_log_prob(u, mean, log_std)
+        x = self.critic.inputs(obs, actions)
+        q_all, hidden = ensemble_forward(critic, self.critic.num_q, x)
+        q_pi, lowest = q_all.min(dim=0)
+        actor_loss = (alpha * log_prob - q_pi).mean()
+        grad_q = torch.zeros_like(q_all).scatter_(0, lowest.unsqueeze(0), -1.0 / batch_size)
+        grad_actions = ensemble_backward(critic, self.critic.num_q, x, hidden, grad_q, None, True)
+        grad_actions = grad_actions[:, -actions.shape[1]:]
+        # d log pi / d mean = 2 tanh(u) and d log pi / d log_std = 2 tanh(u) std noise - 1 (the Gaussian's
+        # own terms cancel under the reparameterisation); the clamp passes gradients inside its bounds
+        weight = alpha / batch_size
+        grad_mean = grad_actions * (1.0 - actions * actions) + 2.0 * weight * actions
+        inside = (raw_log_std >= LOG_STD_MIN) & (raw_log_std <= LOG_STD_MAX)
+        grad_log_std = (grad_mean * std * noise - weight) * inside
+        plain_backward(self.actor_linears, inputs, torch.cat([grad_mean, grad_log_std], dim=1))
+
+        if c.auto_alpha:  # d/d log(alpha) of -mean(log(alpha) (log pi + target entropy))
+            self.log_alpha.value.grad = -(log_prob + self.target_entropy).mean()
+        return {"train/critic_loss": critic_loss, "train/actor_loss": actor_loss, "train/alpha": alpha,
+                "train/entropy": -log_prob.mean(), "train/q_mean": q.mean()}
 
     def train(self, runner) -> None:
         c = self.config
