@@ -14,7 +14,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from django.utils import timezone
 from trainer.events import METRIC_KINDS
 
 from rlweb.experiments import history
@@ -303,17 +302,16 @@ def steps_to_reach(run: Run, threshold: float) -> int | None:
 
 def summary_row(run: Run, evaluations: dict | None, threshold: float | None) -> dict:
     """Final and best eval return (from the run row once it ended, else from its drawn evaluations), env steps
-    to reach `threshold`, wall seconds and env steps per second of the current attempt, and the device."""
+    to reach `threshold`, wall seconds of the whole run (every attempt), env steps per second of the current
+    attempt, and the device."""
     values = evaluations["value"] if evaluations else []
     final = run.eval_return_mean if run.eval_return_mean is not None else (values[-1] if values else None)
     best = run.best_eval_return if run.best_eval_return is not None else (max(values) if values else None)
-    seconds = None
-    if run.started_at:
-        seconds = ((run.finished_at or timezone.now()) - run.started_at).total_seconds()
-    steps = run.steps_done - run.start_step
+    steps, seconds = run.steps_done - run.start_step, run.attempt_seconds
     return {"run": run.pk, "label": run_label(run), "status": run.status, "final_eval_return": final,
             "best_eval_return": best, "steps_to_threshold": steps_to_reach(run, threshold) if threshold is not None
-            else None, "wall_seconds": seconds, "steps_per_second": steps / seconds if seconds and steps > 0 else None,
+            else None, "wall_seconds": run.training_seconds,
+            "steps_per_second": steps / seconds if seconds and steps > 0 else None,
             "device": run.device_used or run.experiment.device, "steps_done": run.steps_done}
 
 

@@ -26,7 +26,7 @@ EXPERIMENT_SORTS = {"name": "name", "algorithm": "algorithm", "env": "env_id", "
                     "progress": "progress", "best": "best_return", "created": "created"}
 RUN_SORTS = {"run": "id", "experiment": "experiment__name", "status": "status", "progress": "progress",
              "eval": "eval_return_mean", "best": "best_eval_return", "algorithm": "experiment__algorithm",
-             "env": "experiment__env_id", "started": "started_at", "finished": "finished_at"}
+             "env": "experiment__env_id", "started": "first_started_at", "finished": "finished_at"}
 
 
 @dataclass

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.urls import reverse
@@ -94,8 +95,14 @@ class Run(models.Model):
     device_used = models.CharField(max_length=50, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
+    first_started_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a worker first claimed the run; a resume keeps it.")
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When the current attempt was claimed.")
     finished_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(
+        default=0, help_text="Attempts claimed by a worker: 1 at the first start, one more per resume.")
+    earlier_attempts_seconds = models.FloatField(
+        default=0.0, help_text="Seconds trained by the attempts before the current one.")
     error = models.TextField(blank=True)
     traceback = models.TextField(blank=True)
     eval_return_mean = models.FloatField(null=True, blank=True)
@@ -128,6 +135,22 @@ class Run(models.Model):
         return self.status in self.RESUMABLE
 
     @property
+    def attempt_seconds(self) -> float:
+        """Seconds the current attempt has trained: from its claim to its end, or to now while it runs; 0
+        before a worker claims it. A lost run ended at its last heartbeat (the sweep notices much later)."""
+        end = self.heartbeat_at if self.status == self.Status.LOST and self.heartbeat_at else self.finished_at
+        if not self.started_at or (end is None and self.is_finished):
+            return 0.0
+        return max(0.0, ((end or timezone.now()) - self.started_at).total_seconds())
+
+    @property
+    def training_seconds(self) -> float | None:
+        """Seconds the run has trained over all its attempts; None when it never started."""
+        if not self.started_at and not self.first_started_at:
+            return None
+        return self.earlier_attempts_seconds + self.attempt_seconds
+
+    @property
     def seconds_left(self) -> float | None:
         """Time left of a running run, at the speed of its current attempt so far (None: no estimate yet)."""
         done = self.steps_done - self.start_step
@@ -142,8 +165,9 @@ class Run(models.Model):
         now = timezone.now()
         with transaction.atomic():
             claimed = cls.objects.filter(pk=run_id, status=cls.Status.QUEUED, resume_requested=False).update(
-                status=cls.Status.RUNNING, worker_host=worker_host[:200], started_at=now, heartbeat_at=now,
-                steps_done=0, start_step=0, error="", traceback="")
+                status=cls.Status.RUNNING, worker_host=worker_host[:200], first_started_at=now, started_at=now,
+                heartbeat_at=now, attempts=1, earlier_attempts_seconds=0.0, steps_done=0, start_step=0, error="",
+                traceback="")
             if not claimed:
                 return None
             run = cls.objects.select_related("experiment").get(pk=run_id)
@@ -153,10 +177,17 @@ class Run(models.Model):
     def request_resume(self) -> bool:
         """Queue a cancelled or lost run to go on from its last checkpoint; False when it is not resumable.
         What it reported after that checkpoint is forgotten at once (and again when a worker claims it), so
-        a page opened while it waits for a worker draws the history the next attempt goes on from."""
+        a page opened while it waits for a worker draws the history the next attempt goes on from.
+        The interrupted attempt's time joins `earlier_attempts_seconds` here, while its end is known: the
+        row then has no current attempt (`started_at` empty) until a worker claims the next one."""
         with transaction.atomic():
-            resumed = Run.objects.filter(pk=self.pk, status__in=self.RESUMABLE).update(
-                status=self.Status.QUEUED, resume_requested=True, task_id="", finished_at=None, error="",
+            interrupted = Run.objects.filter(pk=self.pk, status__in=self.RESUMABLE).first()
+            if interrupted is None:
+                return False
+            resumed = Run.objects.filter(  # unchanged since it was read: its attempt is counted once
+                pk=self.pk, status=interrupted.status, started_at=interrupted.started_at).update(
+                status=self.Status.QUEUED, resume_requested=True, task_id="", started_at=None, finished_at=None,
+                earlier_attempts_seconds=interrupted.earlier_attempts_seconds + interrupted.attempt_seconds, error="",
                 traceback="")
             if resumed:
                 self.refresh_from_db()
@@ -169,11 +200,13 @@ class Run(models.Model):
     @classmethod
     def claim_resume(cls, run_id: int, worker_host: str) -> "tuple[Run, Checkpoint | None] | None":
         """Move a run queued for resuming to running: it goes on from its latest checkpoint, and whatever the
-        interrupted attempt reported after that checkpoint is forgotten. None when another delivery got it."""
+        interrupted attempt reported after that checkpoint is forgotten. None when another delivery got it.
+        A new attempt starts (its time is counted from now); the run's first start stays."""
         now = timezone.now()
         with transaction.atomic():
             claimed = cls.objects.filter(pk=run_id, status=cls.Status.QUEUED, resume_requested=True).update(
-                status=cls.Status.RUNNING, resume_requested=False, worker_host=worker_host[:200], started_at=now,
+                status=cls.Status.RUNNING, resume_requested=False, worker_host=worker_host[:200],
+                first_started_at=Coalesce("first_started_at", Value(now)), started_at=now, attempts=F("attempts") + 1,
                 heartbeat_at=now, finished_at=None, error="", traceback="")
             if not claimed:
                 return None

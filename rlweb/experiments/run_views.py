@@ -10,7 +10,6 @@ from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
-from django.utils import timezone
 
 from rlweb.experiments import history, live
 from rlweb.experiments.models import Checkpoint, Video
@@ -27,17 +26,20 @@ def run_detail(request, run_id: int):
 
 
 def duration_text(run) -> str:
-    """How long the run took ("running for ..." while it runs), as run_detail.js writes it at the end."""
-    if not run.started_at:
+    """How long the run has trained over all its attempts ("running for ..." while it runs), as
+    run_detail.js writes it at the end."""
+    seconds = run.training_seconds
+    if seconds is None:
         return "–"
-    seconds = ((run.finished_at or timezone.now()) - run.started_at).total_seconds()
     if seconds < 60:
         text = f"{seconds:.1f} s"
     elif seconds < 3600:
         text = f"{int(seconds // 60)} min {round(seconds % 60)} s"
     else:
         text = f"{int(seconds // 3600)} h {round(seconds % 3600 / 60)} min"
-    return text if run.finished_at else f"running for {text}"
+    if run.attempts > 1:
+        text += f" over {run.attempts} attempts"
+    return f"running for {text}" if run.started_at and not run.finished_at else text
 
 
 def run_q_table(request, run_id: int):

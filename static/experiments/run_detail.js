@@ -14,6 +14,10 @@
   const chartList = document.getElementById("charts");
   const logList = document.getElementById("log-list");
   const totalSteps = Number(page.dataset.totalSteps);
+  // The run's duration counts every attempt. The one this page sees end is counted in `data-attempts`
+  // unless the page was drawn before a worker claimed it; earlier attempts' seconds do not change meanwhile.
+  const earlierSeconds = Number(page.dataset.earlierSeconds);
+  const attempts = Number(page.dataset.attempts) + (page.dataset.status === "queued" ? 1 : 0);
   const finishedStatuses = ["succeeded", "failed", "cancelled", "lost"];
   const metricKinds = ["episode", "train", "eval", "time"];
   const logKinds = ["started", "checkpoint", "video", "eval", "finished", "failed"];
@@ -371,12 +375,14 @@
     return Promise.all(due.map(draw));
   }
 
-  function showEnd(seconds) {
+  // `attemptSeconds`: the ending event's time, seconds since this attempt's runner started.
+  function showEnd(attemptSeconds) {
     document.getElementById("run-finished").textContent = "just now";
+    const seconds = earlierSeconds + attemptSeconds;
     const text = seconds < 60 ? `${seconds.toFixed(1)} s`  // as run_views.duration_text writes it
       : seconds < 3600 ? `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`
         : `${Math.floor(seconds / 3600)} h ${Math.round((seconds % 3600) / 60)} min`;
-    document.getElementById("run-duration").textContent = text;
+    document.getElementById("run-duration").textContent = attempts > 1 ? `${text} over ${attempts} attempts` : text;
   }
 
   // Live events arrive one by one; draw what came at the next animation frame, one batch at a time, then

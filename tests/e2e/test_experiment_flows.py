@@ -71,8 +71,10 @@ SAMPLE_EXPERIMENTS = """
     for name, algorithm, env_id, tags, total, runs in samples:
         experiment = Experiment.objects.create(owner=owner, name=name, algorithm=algorithm, env_id=env_id,
                                                tags=tags, total_steps=total, hyperparameters={})
-        for seed, fields in enumerate(runs):
-            Run.objects.create(experiment=experiment, seed=seed, total_steps=total, **fields)
+        for seed, fields in enumerate(runs):  # those that started did so once
+            Run.objects.create(experiment=experiment, seed=seed, total_steps=total,
+                               first_started_at=fields.get("started_at"), attempts=int("started_at" in fields),
+                               **fields)
     result = Experiment.objects.get(name="Rainbow on Breakout").pk
 """
 
@@ -162,6 +164,9 @@ def test_a_user_launches_cancels_resumes_and_clones_an_experiment(site_stack, br
     assert page.inner_text("#run-status") in ("queued", "running")
     page.wait_for_function(f"{STATUS} === 'succeeded'", timeout=300_000)
     assert page.inner_text("#run-progress-text") == f"{TOTAL_STEPS} / {TOTAL_STEPS} steps"
+    # the duration written live at the end counts both attempts
+    page.wait_for_function("document.getElementById('run-duration').textContent.endsWith(' over 2 attempts')",
+                           timeout=10_000)
     run_id = int(run_url.rstrip("/").split("/")[-1])
     # the page hears "finished" from the stream a moment before the worker records the status on the row
     assert wait_for_status(site_stack, run_id, "succeeded") == "succeeded"

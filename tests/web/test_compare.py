@@ -234,6 +234,22 @@ def test_the_summary_has_final_and_best_returns_steps_to_a_threshold_time_speed_
     assert (stored["final_eval_return"], stored["best_eval_return"], stored["steps_to_threshold"]) == (95.0, 125.0, None)
 
 
+def test_a_resumed_runs_wall_time_is_the_whole_run_and_its_speed_that_of_its_current_attempt(make_run):
+    run = make_run()
+    started = timezone.now() - timedelta(hours=1)
+    Run.objects.filter(pk=run.pk).update(status="cancelled", first_started_at=started, started_at=started,
+                                         attempts=1, finished_at=started + timedelta(seconds=300))
+    run.refresh_from_db()
+    assert run.request_resume()
+    resumed, _ = Run.claim_resume(run.pk, worker_host="test")
+    # the second attempt went on from step 3000 to 4000 in 100 s
+    Run.objects.filter(pk=run.pk).update(status="succeeded", start_step=3000, steps_done=4000,
+                                         finished_at=resumed.started_at + timedelta(seconds=100))
+    run.refresh_from_db()
+    row = compare.summary_row(run, None, threshold=None)
+    assert (row["wall_seconds"], row["steps_per_second"]) == (400.0, 10.0)
+
+
 def test_a_run_that_has_not_started_has_an_empty_summary(make_run):
     row = compare.summary_row(make_run(device="cpu"), None, threshold=1.0)
     assert row["final_eval_return"] is row["best_eval_return"] is row["wall_seconds"] is row["steps_per_second"] is None

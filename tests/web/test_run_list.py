@@ -15,7 +15,7 @@ URL = reverse("run-list")
 
 @pytest.fixture
 def runs(make_experiment):
-    """Four runs of three experiments, in different states."""
+    """Four runs of three experiments, in different states; those that started did so once."""
     now = timezone.now()
     cartpole = make_experiment(name="CartPole baseline", tags=["baseline", "cartpole"])
     pendulum = make_experiment(name="Pendulum SAC", algorithm="sac", env_id="Pendulum-v1", tags=["sweep"],
@@ -23,14 +23,17 @@ def runs(make_experiment):
     acrobot = make_experiment(name="Acrobot PPO", algorithm="ppo", env_id="Acrobot-v1", hyperparameters={})
     return {
         "succeeded": Run.objects.create(experiment=cartpole, seed=0, total_steps=400, steps_done=400,
-                                        status="succeeded", started_at=now - timedelta(minutes=9),
+                                        status="succeeded", first_started_at=now - timedelta(minutes=9),
+                                        started_at=now - timedelta(minutes=9), attempts=1,
                                         finished_at=now - timedelta(minutes=1), eval_return_mean=180.0,
                                         best_eval_return=200.0),
         "running": Run.objects.create(experiment=cartpole, seed=1, total_steps=1000, steps_done=250,
-                                      status="running", started_at=now - timedelta(seconds=60), heartbeat_at=now,
+                                      status="running", first_started_at=now - timedelta(seconds=60),
+                                      started_at=now - timedelta(seconds=60), attempts=1, heartbeat_at=now,
                                       eval_return_mean=20.0, best_eval_return=25.0),
         "failed": Run.objects.create(experiment=pendulum, seed=0, total_steps=500, steps_done=100, status="failed",
-                                     started_at=now - timedelta(hours=1), finished_at=now - timedelta(minutes=50)),
+                                     first_started_at=now - timedelta(hours=1), started_at=now - timedelta(hours=1),
+                                     attempts=1, finished_at=now - timedelta(minutes=50)),
         "queued": Run.objects.create(experiment=acrobot, seed=0, total_steps=300),
     }
 
@@ -75,6 +78,20 @@ def test_a_resumed_run_estimates_from_the_steps_of_its_current_attempt(runs):
 def test_the_column_headers_sort_it(owner_client, runs, sort, order):
     by_id = {run.pk: name for name, run in runs.items()}
     assert [by_id[pk] for pk in listed(owner_client.get(URL, {"sort": sort}))] == order
+
+
+def test_a_resumed_run_is_listed_and_sorted_by_its_first_start(owner_client, runs):
+    run = runs["failed"]  # started an hour ago; cancelled instead, and resumed now
+    Run.objects.filter(pk=run.pk).update(status="cancelled")
+    assert run.request_resume() and Run.claim_resume(run.pk, worker_host="test")
+    run.refresh_from_db()
+    assert run.started_at > run.first_started_at + timedelta(minutes=59)
+    response = owner_client.get(URL, {"sort": "started"})
+    by_id = {run.pk: name for name, run in runs.items()}
+    assert [by_id[pk] for pk in listed(response)] == ["failed", "succeeded", "running", "queued"]
+    first = timezone.localtime(run.first_started_at)
+    shown = f'<time datetime="{first.isoformat()}">{first:%b} {first.day}, {first:%H:%M}</time>'
+    assert shown in response.content.decode()
 
 
 def test_a_header_links_to_the_other_direction_once_sorted_and_keeps_the_filters(owner_client, runs):

@@ -5,10 +5,12 @@
 import json
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 import redis
 from django.urls import reverse
+from django.utils import timezone
 
 from rlweb.experiments import live
 from rlweb.experiments.models import Checkpoint, Event, Run
@@ -91,6 +93,8 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
         owner_client, make_experiment, redis_url, live_redis, django_capture_on_commit_callbacks):
     run = cancelled_midway(make_experiment, redis_url)
     stopped_at = run.steps_done
+    first_start, first_attempt = run.first_started_at, (run.finished_at - run.started_at).total_seconds()
+    assert first_start == run.started_at and run.attempts == 1 and run.earlier_attempts_seconds == 0
     final = Checkpoint.objects.get(run=run, tag="final")
     assert final.step == stopped_at
     assert live_redis.exists(live.stop_key(run.pk))  # the cancel's flag is still there
@@ -100,6 +104,7 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
     assert response.status_code == 302 and response["Location"] == run.get_absolute_url()
     run.refresh_from_db()
     assert run.status == Run.Status.QUEUED and run.resume_requested and run.task_id not in ("", "first")
+    assert run.earlier_attempts_seconds == first_attempt and run.started_at is None and run.attempts == 1
     assert json.loads(live_redis.lindex("cpu", 0))["headers"]["id"] == run.task_id
     assert not live_redis.exists(live.stop_key(run.pk))  # else it would stop again at once
     # a page opened before a worker claims it: the history ends at the checkpoint, with no "finished:
@@ -118,6 +123,9 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
     assert Checkpoint.objects.get(run=run, tag="final").step == TOTAL
     run.refresh_from_db()
     assert run.start_step == stopped_at and not run.resume_requested and run.finished_at
+    assert run.first_started_at == first_start and run.attempts == 2 and run.earlier_attempts_seconds == first_attempt
+    assert run.training_seconds == first_attempt + (run.finished_at - run.started_at).total_seconds()
+    assert " over 2 attempts</dd>" in owner_client.get(run.get_absolute_url()).content.decode()
     # the live stream holds the resumed attempt's events under the same numbers as the database
     streamed = [json.loads(fields["event"]) for _, fields in live_redis.xrange(live.stream_key(run.pk))]
     stored = [event.as_dict() for event in Event.objects.filter(run=run, seq__gte=streamed[0]["seq"])]
@@ -155,6 +163,55 @@ def test_a_lost_run_resumes_from_its_last_periodic_checkpoint_and_forgets_what_c
     assert_contiguous(run, resumed_at=periodic.step)
     periodic_steps = sorted(Checkpoint.objects.filter(run=run, tag="periodic").values_list("step", flat=True))
     assert periodic_steps == list(range(300, TOTAL, 300))
+
+
+def test_a_resumed_run_keeps_its_first_start_and_adds_the_interrupted_attempts_time(
+        owner_client, trained_run, django_capture_on_commit_callbacks):
+    assert trained_run.first_started_at == trained_run.started_at and trained_run.attempts == 1
+    # as if it had started an hour ago and been cancelled 100 s later
+    first_start = timezone.now() - timedelta(hours=1)
+    Run.objects.filter(pk=trained_run.pk).update(status=Run.Status.CANCELLED, first_started_at=first_start,
+                                                 started_at=first_start,
+                                                 finished_at=first_start + timedelta(seconds=100))
+    with django_capture_on_commit_callbacks(execute=True):
+        resume(owner_client, trained_run)
+    trained_run.refresh_from_db()
+    assert trained_run.earlier_attempts_seconds == 100.0 and trained_run.started_at is None
+    assert trained_run.attempts == 1 and trained_run.training_seconds == 100.0
+    page = owner_client.get(trained_run.get_absolute_url()).content.decode()
+    assert '<dd id="run-duration">1 min 40 s</dd>' in page  # waiting for a worker: not running
+
+    assert train_run(trained_run.pk) == "succeeded"
+    trained_run.refresh_from_db()
+    assert trained_run.first_started_at == first_start and trained_run.attempts == 2
+    assert trained_run.started_at > first_start + timedelta(seconds=100) and trained_run.earlier_attempts_seconds == 100
+    Run.objects.filter(pk=trained_run.pk).update(finished_at=trained_run.started_at + timedelta(seconds=23))
+    trained_run.refresh_from_db()
+    assert trained_run.training_seconds == 123.0
+    page = owner_client.get(trained_run.get_absolute_url()).content.decode()
+    assert '<dd id="run-duration">2 min 3 s over 2 attempts</dd>' in page
+    assert f'<dd id="run-started">{timezone.localtime(first_start):%Y-%m-%d %H:%M:%S}</dd>' in page
+    assert 'data-earlier-seconds="100.000" data-attempts="2"' in page  # what run_detail.js adds at the end
+
+
+def test_a_lost_runs_attempt_ends_at_its_last_heartbeat_not_when_the_sweep_noticed(
+        owner_client, trained_run, settings, django_capture_on_commit_callbacks):
+    settings.HEARTBEAT_TIMEOUT = 600
+    started = timezone.now() - timedelta(hours=1)
+    Run.objects.filter(pk=trained_run.pk).update(status=Run.Status.RUNNING, first_started_at=started,
+                                                 started_at=started, heartbeat_at=started + timedelta(seconds=1000),
+                                                 finished_at=None)
+    assert Run.mark_lost_runs() == 1
+    trained_run.refresh_from_db()
+    assert trained_run.status == Run.Status.LOST
+    assert trained_run.finished_at - trained_run.heartbeat_at > timedelta(minutes=40)
+    assert trained_run.training_seconds == 1000.0
+    page = owner_client.get(trained_run.get_absolute_url()).content.decode()
+    assert '<dd id="run-duration">16 min 40 s</dd>' in page
+    with django_capture_on_commit_callbacks(execute=True):
+        resume(owner_client, trained_run)
+    trained_run.refresh_from_db()
+    assert trained_run.earlier_attempts_seconds == 1000.0 and trained_run.first_started_at == started
 
 
 def test_a_lost_run_without_a_checkpoint_starts_over(owner_client, queued_run, django_capture_on_commit_callbacks):
