@@ -74,6 +74,9 @@ class Agent:
         self.action_space = action_space
         self.steps_done = 0  # env steps trained so far, across learn() calls and resumes
         self.best_eval_return: float | None = None  # the best evaluation so far, across learn() calls and resumes
+        # the run's clock: seconds trained up to steps_done, across learn() calls and resumes (event times
+        # go on from it, so a resumed run's wall-time axis continues from its checkpoint)
+        self.seconds_trained = 0.0
         self.rng = seed_everything(self.seed)
         self.modules: dict[str, torch.nn.Module] = {}
         self.optimizers: dict[str, torch.optim.Optimizer] = {}

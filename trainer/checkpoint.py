@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import zipfile
@@ -52,6 +53,7 @@ def save_checkpoint(agent, path: str | Path) -> Path:
         "seed": agent.seed,
         "step": agent.steps_done,
         "best_eval_return": agent.best_eval_return,  # a resumed run's best checkpoint must beat it
+        "seconds_trained": agent.seconds_trained,  # a resumed run's clock goes on from here
         "observation_space": space_to_json(agent.observation_space),
         "action_space": space_to_json(agent.action_space),
         "extra_state": agent.extra_state(),
@@ -168,5 +170,7 @@ def load_checkpoint(path: str | Path, device: str = "auto"):
     agent.steps_done = int(config.get("step", 0))
     best = config.get("best_eval_return")
     agent.best_eval_return = float(best) if isinstance(best, (int, float)) else None
+    seconds = config.get("seconds_trained")  # missing from checkpoints before rlweb 0.1's run clock: 0
+    agent.seconds_trained = float(seconds) if isinstance(seconds, (int, float)) and 0 <= seconds < math.inf else 0.0
     agent.load_extra_state(config.get("extra_state") or {})
     return agent

@@ -88,12 +88,14 @@ class Runner:
             self._train_sums[key] += float(value)
             self._train_counts[key] += 1
 
-    def emit(self, kind: str, values: dict) -> None:
-        self.sink.emit(make_event(kind, self.agent.steps_done, time.monotonic() - self._started, values))
+    def emit(self, kind: str, values: dict, seconds: float | None = None) -> None:
+        """Send an event stamped with the run's clock (`seconds` on it, or now)."""
+        self.sink.emit(make_event(kind, self.agent.steps_done, self._clock() if seconds is None else seconds, values))
 
     # --- the run --------------------------------------------------------------------------------------
     def run(self) -> dict:
         self._started = time.monotonic()
+        self._clock_zero = self._started - self.agent.seconds_trained  # event times go on from the agent's clock
         self._next_time_event = self._started + TIME_EVENT_SECONDS
         self._next_stop_poll = self._started
         self._last_time_event = (self._started, self.agent.steps_done)
@@ -113,15 +115,17 @@ class Runner:
                 self._record_video()
             final = self._checkpoint("final.zip", "final") if self.checkpoint_dir else None
         except Exception as error:
-            self.emit("failed", {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()})
+            self.emit("failed", {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc(),
+                                 "seconds": round(time.monotonic() - self._started, 3)})
             raise
         finally:
+            self.agent.seconds_trained = self._clock()
             for env in (self._eval_env, self._video_env):
                 if env:
                     env.close()
         status = "cancelled" if self.stopped else "succeeded"
         summary = {"status": status, "steps": self.agent.steps_done,
-                   "seconds": round(time.monotonic() - self._started, 3),
+                   "seconds": round(time.monotonic() - self._started, 3),  # this attempt's, not the run clock's
                    "eval_return_mean": self.last_eval["mean"] if self.last_eval else None,
                    "eval_return_std": self.last_eval["std"] if self.last_eval else None,
                    "best_eval_return": self.agent.best_eval_return,
@@ -165,9 +169,15 @@ class Runner:
             return
         self.emit("video", {**result, "step": self.agent.steps_done})
 
+    def _clock(self) -> float:
+        """Seconds on the run's clock: what the agent had trained before this attempt, plus this attempt's."""
+        return time.monotonic() - self._clock_zero
+
     def _checkpoint(self, filename: str, tag: str) -> Path:
+        # the event carries the clock the checkpoint holds: a run resumed from it reports later times only
+        self.agent.seconds_trained = saved_at = self._clock()
         path = self.agent.save(self.checkpoint_dir / filename)
-        self.emit("checkpoint", {"path": str(path), "tag": tag, "step": self.agent.steps_done})
+        self.emit("checkpoint", {"path": str(path), "tag": tag, "step": self.agent.steps_done}, seconds=saved_at)
         return path
 
     def _flush_train(self) -> None:

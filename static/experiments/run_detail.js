@@ -364,7 +364,7 @@
       else if (event.kind === "finished" || event.kind === "failed") {
         setStatus(event.kind === "failed" ? "failed" : event.values.status);
         if (event.kind === "failed") showError(event.values.error);
-        showEnd(event.time);
+        showEnd(isNumber(event.values.seconds) ? event.values.seconds : event.time);  // this attempt's
       }
       showNumbers(event);
     }
@@ -375,7 +375,8 @@
     return Promise.all(due.map(draw));
   }
 
-  // `attemptSeconds`: the ending event's time, seconds since this attempt's runner started.
+  // `attemptSeconds`: how long the attempt that ended trained (its `seconds`; event times are on the run's
+  // clock, which a resumed run carries on from its checkpoint).
   function showEnd(attemptSeconds) {
     document.getElementById("run-finished").textContent = "just now";
     const seconds = earlierSeconds + attemptSeconds;

@@ -8,6 +8,7 @@ import torch
 
 import trainer
 from trainer.checkpoint import CheckpointError, read_checkpoint
+from trainer.events import Sink
 
 TINY = dict(learning_starts=50, batch_size=16, buffer_size=1000, train_frequency=4, gradient_steps=1,
             hidden_layers="32,32")
@@ -112,6 +113,56 @@ def test_a_resumed_run_keeps_its_best_evaluation_and_best_checkpoint(tmp_path):
     assert summary["best_eval_return"] == best and summary["eval_return_mean"] < best
     assert (tmp_path / "best.zip").read_bytes() == best_file
 
+
+
+class EventList(Sink):
+    def __init__(self):
+        self.events = []
+
+    def emit(self, event: dict) -> None:
+        self.events.append(event)
+
+
+def test_a_resumed_run_s_clock_goes_on_from_its_checkpoint(tmp_path):
+    """Event times are on the run's clock: a run resumed from a checkpoint (and a second learn() call)
+    reports times after the checkpoint's, so a wall-time axis does not start again at 0."""
+    agent = trainer.make("dqn", "CartPole-v1", seed=0, **TINY)
+    first = EventList()
+    agent.learn(200, sink=first, checkpoint_dir=tmp_path, eval_episodes=0)
+    saved = next(e for e in first.events if e["kind"] == "checkpoint" and e["values"]["tag"] == "final")
+    with zipfile.ZipFile(tmp_path / "final.zip") as archive:
+        clock = json.loads(archive.read("config.json"))["seconds_trained"]
+    assert clock > 0 and saved["time"] == pytest.approx(clock, abs=1e-3)
+    assert agent.seconds_trained >= first.events[-1]["time"] - 1e-3
+
+    loaded = trainer.load(tmp_path / "final.zip")
+    assert loaded.seconds_trained == clock
+    second = EventList()
+    summary = loaded.learn(100, sink=second, eval_episodes=0)
+    times = [event["time"] for event in second.events]
+    assert times[0] >= clock and times == sorted(times)
+    finished = second.events[-1]
+    assert finished["kind"] == "finished" and finished["values"]["seconds"] == summary["seconds"]
+    assert summary["seconds"] < finished["time"] - clock + 1e-3  # the summary counts this attempt only
+
+    third = EventList()
+    loaded.learn(50, sink=third, eval_episodes=0)
+    assert third.events[0]["time"] >= finished["time"]
+
+
+def test_a_checkpoint_without_a_clock_loads_with_it_at_zero(checkpoint, tmp_path):
+    _, path = checkpoint
+    with zipfile.ZipFile(path) as archive:
+        config, model = json.loads(archive.read("config.json")), archive.read("model.safetensors")
+    for value in (None, -5, "soon", float("nan")):  # absent (older checkpoints) or not a clock reading
+        config["seconds_trained"] = value
+        if value is None:
+            del config["seconds_trained"]
+        older = tmp_path / "older.zip"
+        with zipfile.ZipFile(older, "w") as archive:
+            archive.writestr("config.json", json.dumps(config))
+            archive.writestr("model.safetensors", model)
+        assert trainer.load(older).seconds_trained == 0.0
 
 def per_parameter_lists(agent) -> list[list[torch.Tensor]]:
     """Each flat optimizer group's parameters, in the order the flat tensor concatenates them."""

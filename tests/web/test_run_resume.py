@@ -133,11 +133,15 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
     # a page that follows the stream from the start gets the whole history once, in order
     followed = read_sse(owner_client.get(reverse("run-stream", args=[run.pk])))
     assert [event["seq"] for event in followed] == list(range(1, Event.objects.filter(run=run).count() + 1))
+    # on the run's clock, which the resumed attempt carries on from its checkpoint: a wall-time axis goes on
+    times = [event["time"] for event in followed]
+    assert times == sorted(times)
     # and the charts' (downsampled) history has each evaluation once and episodes in step order
     metrics = owner_client.get(reverse("run-history", args=[run.pk])).json()["metrics"]
     assert metrics["eval/return_mean"]["step"] == steps(run, "eval")
     episode_steps = metrics["rollout/episode_return"]["step"]
     assert episode_steps == sorted(set(episode_steps))
+    assert metrics["rollout/episode_return"]["time"] == sorted(metrics["rollout/episode_return"]["time"])
     assert metrics["rollout/episode_return"]["count"] == len(steps(run, "episode"))
 
 
