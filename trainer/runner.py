@@ -44,6 +44,14 @@ class Runner:
         self._train_counts: dict[str, int] = defaultdict(int)
         self._eval_env = None
         self._video_env = None  # made at the first recording; False once the env turned out not to render
+        self._start_clock()
+
+    def _start_clock(self) -> None:
+        self._started = time.monotonic()
+        self._clock_zero = self._started - self.agent.seconds_trained  # event times go on from the agent's clock
+        self._next_time_event = self._started + TIME_EVENT_SECONDS
+        self._next_stop_poll = self._started
+        self._last_time_event = (self._started, self.agent.steps_done)
 
     # --- what algorithms call ------------------------------------------------------------------------
     @property
@@ -94,11 +102,7 @@ class Runner:
 
     # --- the run --------------------------------------------------------------------------------------
     def run(self) -> dict:
-        self._started = time.monotonic()
-        self._clock_zero = self._started - self.agent.seconds_trained  # event times go on from the agent's clock
-        self._next_time_event = self._started + TIME_EVENT_SECONDS
-        self._next_stop_poll = self._started
-        self._last_time_event = (self._started, self.agent.steps_done)
+        self._start_clock()
         self.emit("started", {"algorithm": self.agent.name, "env_id": self.agent.env_id,
                               "device": str(self.agent.device), "seed": self.agent.seed,
                               "start_step": self.start_step, "end_step": self.end_step,
