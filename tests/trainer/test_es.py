@@ -86,3 +86,65 @@ def test_it_works_with_box_actions_and_discrete_observations(env_id):
     assert agent.learn(100, eval_episodes=0)["steps"] >= 100
     action = agent.predict(agent.observation_space.sample())
     assert agent.action_space.contains(np.asarray(action, dtype=agent.action_space.dtype))
+
+
+STOPPED_BY_A_SIGNAL = """
+import signal, sys
+import trainer
+from trainer.events import Sink
+
+class StopOnSigterm(Sink):  # as the Celery task does (rlweb.experiments.tasks.stop_on_sigterm)
+    stop = False
+    def should_stop(self):
+        return self.stop
+    def emit(self, event):
+        if event["kind"] in ("started", "finished"):
+            print(event["kind"], event["values"].get("status", ""), flush=True)
+
+if __name__ == "__main__":
+    sink = StopOnSigterm()
+    signal.signal(signal.SIGTERM, lambda signum, frame: setattr(sink, "stop", True))
+    agent = trainer.make("es", "CartPole-v1", seed=0, num_workers=2)
+    agent.learn(10_000_000, sink=sink, checkpoint_dir=sys.argv[1], eval_episodes=0)
+"""
+
+
+@pytest.mark.slow
+def test_a_stop_signal_to_the_whole_process_group_ends_the_run_cancelled_with_a_final_checkpoint(tmp_path):
+    """Ctrl-C of `make run` and a worker's shutdown send SIGTERM to the worker's whole process group. The
+    candidates' processes stay out of it: the run finishes its generation, saves and ends cancelled (a
+    killed candidate used to leave pool.map waiting forever), and no process is left behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    script = tmp_path / "stopped_by_a_signal.py"
+    script.write_text(STOPPED_BY_A_SIGNAL)
+    process = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                               start_new_session=True, cwd=os.getcwd())
+    try:
+        assert process.stdout.readline().strip() == "started"
+        time.sleep(3)  # the workers are up and evaluating candidates
+        children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+        assert len(children) >= 2  # the two candidate workers (and multiprocessing's resource tracker)
+        os.killpg(process.pid, signal.SIGTERM)
+        output, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 0 and output.strip() == "finished cancelled"
+    assert (tmp_path / "final.zip").exists()
+    deadline = time.monotonic() + 10  # the pool's workers, in groups of their own, are ended too
+
+    def running(pid: str) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    while left := [pid for pid in children if running(pid)]:
+        assert time.monotonic() < deadline, f"left running: {left}"
+        time.sleep(0.2)

@@ -134,6 +134,11 @@ def _init_worker(env_id: str, observation_space: dict, action_space: dict, hidde
                  in_worker: bool = True) -> None:
     if in_worker:
         torch.set_num_threads(1)  # one core per worker
+        # out of the parent's process group: a stop signal sent to the whole group (Ctrl-C of `make run`, a
+        # worker's shutdown) must reach the run, which finishes its generation and stops with a final
+        # checkpoint, not kill candidates mid-evaluation, which would leave pool.map waiting forever. The
+        # pool still ends them (pool.terminate), and they exit on their own if the parent dies.
+        os.setpgrp()
     policy = Policy(space_from_json(observation_space), space_from_json(action_space),
                     parse_hidden_layers(hidden_layers))
     _WORKER.update(env=make_env(env_id), policy=policy.requires_grad_(False))
@@ -232,9 +237,9 @@ class EvolutionStrategies(Agent):
                 c.hidden_layers)
         pool = None
         if workers > 1:
-            context = multiprocessing.get_context("forkserver" if "forkserver" in
-                                                  multiprocessing.get_all_start_methods() else "spawn")
-            pool = context.Pool(workers, initializer=_init_worker, initargs=init)
+            # spawned, not forked (torch and fork mix badly), and not through a forkserver: the pool counts
+            # its workers as dead once a forkserver is gone, which a stop signal to the group would do
+            pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_init_worker, initargs=init)
         else:
             _init_worker(*init, in_worker=False)
         try:
