@@ -225,7 +225,7 @@ class Run(models.Model):
         step = kept_seq = 0
         if checkpoint is not None:
             step = checkpoint.step
-            marker = (events.filter(kind="checkpoint", values__checkpoint_id=checkpoint.pk).first()
+            marker = (checkpoint.reported_event()
                       or events.filter(step__lte=step).order_by("-seq").first())
             kept_seq = marker.seq if marker else 0
             events = events.filter(seq__gt=kept_seq)
@@ -332,6 +332,10 @@ class Checkpoint(models.Model):
         if self.tag == self.Tag.PERIODIC:
             return f"run{self.run_id}-step{self.step}.zip"
         return f"run{self.run_id}-{self.tag}.zip"
+
+    def reported_event(self) -> "Event | None":
+        """The `checkpoint` event the run reported when it saved this checkpoint."""
+        return Event.objects.filter(run_id=self.run_id, kind="checkpoint", values__checkpoint_id=self.pk).first()
 
     def load_agent(self, device: str = "cpu"):
         """The agent saved in this checkpoint, copied out of storage (trainer reads local files; a

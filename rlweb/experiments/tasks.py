@@ -144,7 +144,11 @@ def load_agent(run: Run, checkpoint: Checkpoint | None, folder: str):
     if checkpoint is None:
         return trainer.make(experiment.algorithm, experiment.env_id, seed=run.seed, device=experiment.device,
                             **experiment.hyperparameters)
-    return checkpoint.load_agent(device=experiment.device)
+    agent = checkpoint.load_agent(device=experiment.device)
+    if not agent.seconds_trained:  # saved before checkpoints held the run's clock: go on from its event's time
+        reported = checkpoint.reported_event()
+        agent.seconds_trained = reported.time if reported else 0.0
+    return agent
 
 
 @app.task(name="rlweb.mark_lost_runs")

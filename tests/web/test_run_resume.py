@@ -5,6 +5,7 @@
 import json
 import threading
 import time
+import zipfile
 from datetime import timedelta
 
 import pytest
@@ -144,6 +145,27 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
     assert metrics["rollout/episode_return"]["time"] == sorted(metrics["rollout/episode_return"]["time"])
     assert metrics["rollout/episode_return"]["count"] == len(steps(run, "episode"))
 
+
+
+def test_a_run_resumed_from_a_checkpoint_saved_without_the_clock_goes_on_from_its_events_time(
+        owner_client, make_experiment, redis_url, django_capture_on_commit_callbacks):
+    run = cancelled_midway(make_experiment, redis_url)
+    final = Checkpoint.objects.get(run=run, tag="final")
+    with zipfile.ZipFile(final.file.path) as archive:
+        config, model = json.loads(archive.read("config.json")), archive.read("model.safetensors")
+    del config["seconds_trained"]  # as checkpoints were written before they held the run's clock
+    with zipfile.ZipFile(final.file.path, "w") as archive:
+        archive.writestr("config.json", json.dumps(config))
+        archive.writestr("model.safetensors", model)
+    saved_at = final.reported_event().time
+    assert saved_at > 0
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert resume(owner_client, run).status_code == 302
+    assert train_run(run.pk) == "succeeded"
+    times = list(Event.objects.filter(run=run).order_by("seq").values_list("time", flat=True))
+    assert times == sorted(times)
+    assert Event.objects.filter(run=run, kind="started").order_by("seq").last().time >= saved_at
 
 def test_a_lost_run_resumes_from_its_last_periodic_checkpoint_and_forgets_what_came_after(
         owner_client, make_experiment, redis_url, django_capture_on_commit_callbacks):
