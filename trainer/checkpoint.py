@@ -170,7 +170,7 @@ def load_checkpoint(path: str | Path, device: str = "auto"):
     agent.steps_done = int(config.get("step", 0))
     best = config.get("best_eval_return")
     agent.best_eval_return = float(best) if isinstance(best, (int, float)) else None
-    seconds = config.get("seconds_trained")  # missing from checkpoints before rlweb 0.1's run clock: 0
+    seconds = config.get("seconds_trained")  # missing from checkpoints written before they held the clock: 0
     agent.seconds_trained = float(seconds) if isinstance(seconds, (int, float)) and 0 <= seconds < math.inf else 0.0
     agent.load_extra_state(config.get("extra_state") or {})
     return agent
