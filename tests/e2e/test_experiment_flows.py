@@ -28,8 +28,9 @@ TRAINING = {
     "hp_gradient_steps": "1", "hp_target_update_interval": "250", "hp_learning_rate": "0.0007",
     "hp_hidden_layers": "64,64",
 }  # one small update every 4 steps: fast on a busy CPU
-STATUS = "document.getElementById('run-status').textContent"
-STEPS_DONE = "parseInt(document.getElementById('run-progress-text').textContent)"
+# null-safe: a wait may look while a form's POST is loading the next page, before these exist on it
+STATUS = "document.getElementById('run-status')?.textContent"
+STEPS_DONE = "parseInt(document.getElementById('run-progress-text')?.textContent)"
 
 
 def test_the_sweep_marks_a_silent_run_lost_without_any_page_view(site_stack):
@@ -151,7 +152,8 @@ def test_a_user_launches_cancels_resumes_and_clones_an_experiment(site_stack, br
 
     # cancel midway: the run stops at its next check, saves a final checkpoint and ends cancelled
     page.wait_for_function(f"{STEPS_DONE} > {CANCEL_AFTER}", timeout=180_000)
-    page.click("#cancel-form button")
+    with page.expect_navigation(url=run_url):  # the POST answers with the run page again
+        page.click("#cancel-form button")
     page.wait_for_function(f"{STATUS} === 'cancelled'", timeout=60_000)
     page.goto(run_url)
     stopped_at = page.evaluate(STEPS_DONE)
@@ -159,13 +161,13 @@ def test_a_user_launches_cancels_resumes_and_clones_an_experiment(site_stack, br
     page.wait_for_selector('a[data-checkpoint-tag="final"]')
 
     # resume: it goes on from that checkpoint to the end
-    page.click("#resume-form button")
-    page.wait_for_url(run_url)
+    with page.expect_navigation(url=run_url):
+        page.click("#resume-form button")
     assert page.inner_text("#run-status") in ("queued", "running")
     page.wait_for_function(f"{STATUS} === 'succeeded'", timeout=300_000)
     assert page.inner_text("#run-progress-text") == f"{TOTAL_STEPS} / {TOTAL_STEPS} steps"
     # the duration written live at the end counts both attempts
-    page.wait_for_function("document.getElementById('run-duration').textContent.endsWith(' over 2 attempts')",
+    page.wait_for_function("document.getElementById('run-duration')?.textContent.endsWith(' over 2 attempts')",
                            timeout=10_000)
     run_id = int(run_url.rstrip("/").split("/")[-1])
     # the page hears "finished" from the stream a moment before the worker records the status on the row
