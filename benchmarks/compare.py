@@ -95,9 +95,10 @@ def seed_demo(username: str, password: str) -> list[int]:
             events = demo_events(len(run_ids), pace, level, DEMO_STEPS)
             evaluations = [values["eval/return_mean"] for kind, _, _, values in events if kind == "eval"]
             finished = timezone.now() - timedelta(minutes=5)
+            started = finished - timedelta(seconds=events[-1][2])
             run = Run.objects.create(
-                experiment=experiment, seed=seed, total_steps=DEMO_STEPS, status="succeeded",
-                steps_done=events[-1][1], started_at=finished - timedelta(seconds=events[-1][2]), finished_at=finished,
+                experiment=experiment, seed=seed, total_steps=DEMO_STEPS, status="succeeded", attempts=1,
+                steps_done=events[-1][1], first_started_at=started, started_at=started, finished_at=finished,
                 device_used="cpu", worker_host="demo", eval_return_mean=evaluations[-1],
                 best_eval_return=max(evaluations))
             store(run, events)
@@ -119,7 +120,8 @@ def copy_run(source, learning_rate: float):
                                      env_id="CartPole-v1", hyperparameters={"learning_rate": learning_rate},
                                      total_steps=experiment.total_steps, eval_interval=1000, device="cpu")
     run = Run.objects.create(experiment=copy, seed=0, total_steps=source.total_steps, status="succeeded",
-                             steps_done=source.steps_done, started_at=source.started_at, device_used="cpu")
+                             steps_done=source.steps_done, first_started_at=source.first_started_at,
+                             started_at=source.started_at, attempts=source.attempts, device_used="cpu")
     with connection.cursor() as cursor:
         cursor.execute('INSERT INTO experiments_event (run_id, seq, kind, step, time, "values") '
                        'SELECT %s, seq, kind, step, time, "values" FROM experiments_event WHERE run_id = %s',

@@ -75,7 +75,8 @@ def make_run(user, name: str, total_steps: int, status: str = "running"):
                                            hyperparameters={"learning_rate": 0.001}, total_steps=total_steps,
                                            eval_interval=1000, device="cpu")
     return Run.objects.create(experiment=experiment, seed=0, total_steps=total_steps, status=status,
-                              task_id=f"bench-{name}", started_at=timezone.now(), heartbeat_at=timezone.now())
+                              task_id=f"bench-{name}", first_started_at=timezone.now(), started_at=timezone.now(),
+                              attempts=1, heartbeat_at=timezone.now())
 
 
 def fill(run, events: int, batch: int = 20_000) -> float:
