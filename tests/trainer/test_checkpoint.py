@@ -8,7 +8,7 @@ import torch
 
 import trainer
 from trainer.checkpoint import CheckpointError, read_checkpoint
-from trainer.events import Sink
+from trainer.events import ListSink
 
 TINY = dict(learning_starts=50, batch_size=16, buffer_size=1000, train_frequency=4, gradient_steps=1,
             hidden_layers="32,32")
@@ -115,19 +115,11 @@ def test_a_resumed_run_keeps_its_best_evaluation_and_best_checkpoint(tmp_path):
 
 
 
-class EventList(Sink):
-    def __init__(self):
-        self.events = []
-
-    def emit(self, event: dict) -> None:
-        self.events.append(event)
-
-
 def test_a_resumed_run_s_clock_goes_on_from_its_checkpoint(tmp_path):
     """Event times are on the run's clock: a run resumed from a checkpoint (and a second learn() call)
     reports times after the checkpoint's, so a wall-time axis does not start again at 0."""
     agent = trainer.make("dqn", "CartPole-v1", seed=0, **TINY)
-    first = EventList()
+    first = ListSink()
     agent.learn(200, sink=first, checkpoint_dir=tmp_path, eval_episodes=0)
     saved = next(e for e in first.events if e["kind"] == "checkpoint" and e["values"]["tag"] == "final")
     with zipfile.ZipFile(tmp_path / "final.zip") as archive:
@@ -137,7 +129,7 @@ def test_a_resumed_run_s_clock_goes_on_from_its_checkpoint(tmp_path):
 
     loaded = trainer.load(tmp_path / "final.zip")
     assert loaded.seconds_trained == clock
-    second = EventList()
+    second = ListSink()
     summary = loaded.learn(100, sink=second, eval_episodes=0)
     times = [event["time"] for event in second.events]
     assert times[0] >= saved["time"] and times == sorted(times)
@@ -145,7 +137,7 @@ def test_a_resumed_run_s_clock_goes_on_from_its_checkpoint(tmp_path):
     assert finished["kind"] == "finished" and finished["values"]["seconds"] == summary["seconds"]
     assert summary["seconds"] < finished["time"] - clock + 1e-3  # the summary counts this attempt only
 
-    third = EventList()
+    third = ListSink()
     loaded.learn(50, sink=third, eval_episodes=0)
     assert third.events[0]["time"] >= finished["time"]
 

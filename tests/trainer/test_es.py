@@ -1,5 +1,12 @@
 """Evolution Strategies: the gradient estimate, fitness shaping, the update, parallel workers."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -114,13 +121,6 @@ def test_a_stop_signal_to_the_whole_process_group_ends_the_run_cancelled_with_a_
     """Ctrl-C of `make run` and a worker's shutdown send SIGTERM to the worker's whole process group. The
     candidates' processes stay out of it: the run finishes its generation, saves and ends cancelled (a
     killed candidate used to leave pool.map waiting forever), and no process is left behind."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
-
     script = tmp_path / "stopped_by_a_signal.py"
     script.write_text(STOPPED_BY_A_SIGNAL)
     process = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True,
