@@ -1,6 +1,6 @@
 # The commands in the README. Each installs the project into .venv first, again only when pyproject.toml
 # has changed since (the stamp files in .venv).
-#   make run   [HOST=127.0.0.1] [PORT=8000]   Redis, a Celery worker and the web server (rlweb/devserver.py)
+#   make run   [HOST=127.0.0.1] [PORT=8000]   Redis, a Celery worker, beat and the web server, supervised (rlweb/devserver.py)
 #   make test  [PYTEST_ARGS="tests/web -x"]   the whole test suite
 #   make bench [BENCH_ARGS=...]               the benchmarks
 

@@ -157,7 +157,7 @@ def _theirs(algorithm: str, steps: int, seed: int, settings: dict, threads: int,
     from stable_baselines3.common.noise import NormalActionNoise
 
     hidden = [int(n) for n in settings["hidden_layers"].split(",")]
-    common = dict(learning_rate=settings["q_learning_rate"], buffer_size=settings["buffer_size"],
+    common = dict(learning_rate=settings["critic_learning_rate"], buffer_size=settings["buffer_size"],
                   learning_starts=settings["learning_starts"], batch_size=settings["batch_size"],
                   tau=settings["tau"], gamma=settings["gamma"], train_freq=1, gradient_steps=1,
                   policy_kwargs=dict(net_arch=hidden), seed=seed, device="cpu", verbose=0)
@@ -231,9 +231,9 @@ def speed(repeats: int, steps: int, sb3_threads: int, precisions: tuple[str, ...
     # the same settings on both sides: our defaults (the zoo's Pendulum settings), a shorter warm start
     # so most steps include an update; SB3's TD3 noise std is in env units (0.1 of the half-range = 0.2)
     settings = {
-        "sac": dict(q_learning_rate=1e-3, policy_learning_rate=1e-3, alpha_learning_rate=1e-3, buffer_size=100_000,
+        "sac": dict(critic_learning_rate=1e-3, policy_learning_rate=1e-3, alpha_learning_rate=1e-3, buffer_size=100_000,
                     learning_starts=100, batch_size=256, tau=0.005, gamma=0.99, hidden_layers="256,256"),
-        "td3": dict(q_learning_rate=1e-3, policy_learning_rate=1e-3, buffer_size=100_000, learning_starts=1_000,
+        "td3": dict(critic_learning_rate=1e-3, policy_learning_rate=1e-3, buffer_size=100_000, learning_starts=1_000,
                     batch_size=256, tau=0.005, gamma=0.98, hidden_layers="400,300", action_noise=0.1),
     }
     for algorithm, setting in settings.items():

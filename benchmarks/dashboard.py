@@ -35,9 +35,12 @@ CHROMIUM = "/usr/bin/chromium"
 USERNAME, PASSWORD = "bench", "a long benchmark password 3"
 
 
-def start_site(var: Path, port: int) -> subprocess.Popen:
+def start_site(var: Path, port: int, database_url: str | None = None) -> subprocess.Popen:
+    """`python -m rlweb.devserver` on SQLite in `var` (or on `database_url`), answering on `port`."""
     env = {key: value for key, value in os.environ.items()
            if key not in ("REDIS_URL", "DATABASE_URL") and not key.startswith("RLWEB_")}
+    if database_url:
+        env["DATABASE_URL"] = database_url
     log = (var / "devserver.log").open("w")
     server = subprocess.Popen([sys.executable, "-m", "rlweb.devserver", "--host", "127.0.0.1", "--port", str(port),
                                "--var-dir", str(var)], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -6,10 +6,14 @@
     python -m benchmarks dqn --presets=c51,rainbow   # only these presets
     python -m benchmarks dqn --memory        # replay bytes per Atari transition
     python -m benchmarks dqn --recurrent     # r2d1 vs feed-forward DQN on CartPole without velocities
+    python -m benchmarks dqn --atari         # ours vs SB3 on ALE/Pong-v5, Nature-DQN settings, and the CNN
+                                             # bound (about 20 minutes; not part of "everything")
+    options for --atari: --pairs=2 --atari-steps=20000 --learning-starts=1000
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import statistics
 import time
 
@@ -133,6 +137,147 @@ def memory() -> None:
           f"({stacked * 1e6 / 1e9:.1f} GB per million)")
 
 
+# --- the Atari path: ours vs stable-baselines3 with the same Nature-DQN settings -----------------------------
+
+ATARI_ID = "ALE/Pong-v5"
+
+
+def atari_config():
+    """Our dqn preset for Pong (RL Zoo's Atari settings): the settings both sides train with."""
+    return trainer.make("dqn", ATARI_ID, device="cpu", preset="auto").config
+
+
+def sb3_atari_model(seed: int, learning_starts: int):
+    """SB3's DQN with our preset's settings, on its AtariWrapper (the same preprocessing as ours: no-op reset,
+    4-frame skip with max-pooling, 84x84 grey, episodic life, fire reset, clipped rewards) and a 4-frame
+    stack; frameskip=1 so that the wrapper does the skipping, as ours does."""
+    import ale_py
+    import gymnasium as gym
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gym.register_envs(ale_py)
+    c = atari_config()
+    env = VecFrameStack(make_atari_env(ATARI_ID, n_envs=1, seed=seed, env_kwargs=dict(frameskip=1)), n_stack=4)
+    return DQN("CnnPolicy", env, learning_rate=c.learning_rate, buffer_size=c.buffer_size,
+               learning_starts=learning_starts, batch_size=c.batch_size, gamma=c.gamma, tau=c.tau,
+               train_freq=c.train_frequency, gradient_steps=c.gradient_steps,
+               target_update_interval=c.target_update_interval, exploration_fraction=c.exploration_fraction,
+               exploration_initial_eps=c.exploration_initial_eps, exploration_final_eps=c.exploration_final_eps,
+               max_grad_norm=c.max_grad_norm, policy_kwargs=dict(optimizer_kwargs=dict(eps=c.optimizer_epsilon)),
+               seed=seed, device="cpu", verbose=0)
+
+
+def atari_run(side: str, seed: int, steps: int, learning_starts: int) -> tuple[float, float]:
+    """Env steps per second of wall time and of this process's CPU time, learning included."""
+    torch.set_num_threads(1)
+    if side == "rlweb":
+        agent = trainer.make("dqn", ATARI_ID, seed=seed, device="cpu", preset="auto", learning_starts=learning_starts)
+        learn = lambda: agent.learn(steps, eval_episodes=0)  # noqa: E731
+    else:
+        model = sb3_atari_model(seed, learning_starts)
+        learn = lambda: model.learn(steps)  # noqa: E731
+    wall, cpu = time.perf_counter(), time.process_time()
+    learn()
+    return steps / (time.perf_counter() - wall), steps / (time.process_time() - cpu)
+
+
+def nature_cnn_passes_ms(batch: torch.Tensor, num_actions: int, rounds: int) -> dict[str, float]:
+    """CPU milliseconds of the CNN passes that any DQN update needs, in plain torch: the target network
+    forward on the next observations, the online forward and backward on the observations (no optimizer,
+    no replay), in torch's default layout (NCHW) and channels-last; median over `rounds`."""
+    from torch import nn
+    from trainer.networks import NatureCNN
+
+    times: dict[str, list[float]] = {"nchw": [], "channels_last": []}
+    networks = [nn.Sequential(NatureCNN(tuple(batch.shape[1:])), nn.Linear(512, num_actions)) for _ in range(2)]
+    convolutions = [network[0].convolutions for network in networks]
+    for _ in range(rounds):
+        for layout in times:
+            images = batch.contiguous(memory_format=torch.channels_last if layout == "channels_last"
+                                      else torch.contiguous_format) / 255.0
+
+            def q(k, x):
+                return networks[k][1](networks[k][0].linear(convolutions[k](x)))
+
+            started = time.process_time()
+            with torch.no_grad():
+                q(1, images)
+            q(0, images).sum().backward()
+            times[layout].append((time.process_time() - started) * 1e3)
+    return {layout: statistics.median(values) for layout, values in times.items()}
+
+
+def atari_update_ms(side: str, keep_memory: bool, rounds: int = 30) -> tuple[float, dict[str, float]]:
+    """CPU milliseconds per gradient update of one side (median over `rounds`, interleaved with the bare CNN
+    passes on the same batch size in the same process), after 1,100 env steps of filling replay."""
+    from trainer.agent import denormals_flushed, keep_freed_memory
+
+    torch.set_num_threads(1)
+    c = atari_config()
+    if keep_memory:
+        keep_freed_memory()  # ours sets it in learn(); for SB3 only when asked
+    if side == "rlweb":
+        agent = trainer.make("dqn", ATARI_ID, seed=0, device="cpu", preset="auto", learning_starts=1_000)
+        agent.learn(1_100, eval_episodes=0)
+
+        def update():
+            with denormals_flushed():  # as in learn()
+                list(agent.update_many(agent.buffer, 1))
+    else:
+        model = sb3_atari_model(0, 1_000)
+        model.learn(1_100)
+
+        def update():
+            model.train(gradient_steps=1, batch_size=c.batch_size)
+    batch = torch.randint(0, 256, (c.batch_size, 4, 84, 84), dtype=torch.uint8)
+    updates, passes = [], {"nchw": [], "channels_last": []}
+    for _ in range(rounds):
+        started = time.process_time()
+        update()
+        updates.append((time.process_time() - started) * 1e3)
+        for layout, ms in nature_cnn_passes_ms(batch, 6, 1).items():
+            passes[layout].append(ms)
+    return statistics.median(updates), {layout: statistics.median(values) for layout, values in passes.items()}
+
+
+def in_own_process(function, *args):
+    """Each run in a fresh process: nothing (allocator state, threads, caches) carries over from the last."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(function, args)
+
+
+def atari(pairs: int = 2, steps: int = 20_000, learning_starts: int = 1_000) -> None:
+    c = atari_config()
+    print(f"DQN on {ATARI_ID}: our dqn preset (RL Zoo's Atari settings: Nature CNN, batch {c.batch_size}, "
+          f"an update every {c.train_frequency} steps, lr {c.learning_rate:g}, buffer {c.buffer_size:,}) on both "
+          f"sides, learning_starts {learning_starts}, {steps:,} env steps, 1 torch thread, each run in its own "
+          f"process, interleaved", flush=True)
+    rates: dict[str, list[tuple[float, float]]] = {"rlweb": [], "sb3": []}
+    for pair in range(pairs):
+        for side in ("rlweb", "sb3") if pair % 2 == 0 else ("sb3", "rlweb"):
+            rates[side].append(in_own_process(atari_run, side, pair, steps, learning_starts))
+        (ours, ours_cpu), (theirs, theirs_cpu) = rates["rlweb"][-1], rates["sb3"][-1]
+        print(f"  pair {pair}: rlweb {ours:6.1f} env steps/s, sb3 {theirs:6.1f} -> {ours / theirs:.2f}x "
+              f"(per CPU second: {ours_cpu:.1f} and {theirs_cpu:.1f} -> {ours_cpu / theirs_cpu:.2f}x)", flush=True)
+    ratios = [ours / theirs for (ours, _), (theirs, _) in zip(rates["rlweb"], rates["sb3"])]
+    cpu_ratios = [ours / theirs for (_, ours), (_, theirs) in zip(rates["rlweb"], rates["sb3"])]
+    print(f"== Atari speed ratio rlweb / sb3: {', '.join(f'{r:.2f}' for r in ratios)}; median "
+          f"{statistics.median(ratios):.2f}x (per CPU second: median {statistics.median(cpu_ratios):.2f}x; "
+          f"target >= 1.3x)", flush=True)
+    bounds = {(side, keep): in_own_process(atari_update_ms, side, keep)
+              for side, keep in (("rlweb", True), ("sb3", False), ("sb3", True))}
+    for (side, keep), (update, passes) in bounds.items():
+        floor = min(passes.values())
+        name = {("rlweb", True): "rlweb", ("sb3", False): "stable-baselines3",
+                ("sb3", True): "stable-baselines3 with freed memory kept as ours keeps it"}[(side, keep)]
+        print(f"== bound: {name}: {update:.1f} ms per gradient update; in the same process the CNN passes "
+              f"every update needs (target forward, online forward and backward, batch {c.batch_size}) take "
+              f"{passes['nchw']:.1f} ms in torch's default layout and {passes['channels_last']:.1f} ms "
+              f"channels-last: the update costs {update / floor:.2f}x the faster of them", flush=True)
+
+
 def main(options: list[str]) -> None:
     torch.set_num_threads(1)
     chosen = {o.lstrip("-").split("=")[0] for o in options} or {"memory", "speed", "presets", "recurrent"}
@@ -148,3 +293,7 @@ def main(options: list[str]) -> None:
         presets(names)
     if "recurrent" in chosen:
         recurrent()
+    if "atari" in chosen:
+        values = {o.lstrip("-").split("=")[0]: int(o.split("=", 1)[1]) for o in options if "=" in o
+                  and o.lstrip("-").split("=")[0] in ("pairs", "atari-steps", "learning-starts")}
+        atari(values.get("pairs", 2), values.get("atari-steps", 20_000), values.get("learning-starts", 1_000))

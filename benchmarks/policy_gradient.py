@@ -10,7 +10,8 @@ and PPO / A2C speed against stable-baselines3.
     python -m benchmarks policy_gradient --speed --sb3-one-thread   # only SB3 at one thread
 
 Every run uses one torch thread, as the training workers do (TORCH_THREADS); the SB3 runs are timed with
-one thread and with torch's default. Speeds are compared as ratios of interleaved runs (DESIGN.md).
+one thread and with torch's default. Speeds are compared as ratios of interleaved runs: identical runs on
+one machine differ by up to 15% in time.
 Evaluation returns are the mean of 10 deterministic episodes on a separate env.
 """
 
@@ -26,6 +27,7 @@ import numpy as np
 import torch
 
 import trainer
+from benchmarks._figures import save_png
 from trainer.events import Sink
 
 SEEDS = (0, 1, 2)
@@ -170,21 +172,11 @@ def write_curves(curves: dict[str, list[list[tuple[int, float]]]], path: Path) -
     figure.update_layout(title=f"{SPARSE_ENV}: eval success rate (10 episodes), same PPO settings",
                          xaxis_title="env steps", yaxis_title="success rate", yaxis_range=[-0.05, 1.05],
                          width=900, height=500, margin={"l": 60, "r": 20, "t": 60, "b": 50})
-    page = Path(tempfile.mkdtemp(prefix="rlweb-curves-")) / "rnd-vs-ppo.html"
-    figure.write_html(page, include_plotlyjs=True, full_html=True)
     try:
-        from playwright.sync_api import sync_playwright
-
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=[
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-            tab = browser.new_page(viewport={"width": 920, "height": 520})
-            tab.goto(page.as_uri())
-            tab.wait_for_selector(".plot-container")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tab.locator(".plot-container").screenshot(path=str(path))
-            browser.close()
+        save_png(figure, path, width=900, height=500)
     except Exception as error:  # noqa: BLE001 - no browser here: the HTML page still has the curves
+        page = Path(tempfile.mkdtemp(prefix="rlweb-curves-")) / "rnd-vs-ppo.html"
+        figure.write_html(page, include_plotlyjs=True, full_html=True)
         print(f"  (no PNG: {error}; the curves are in {page})")
 
 

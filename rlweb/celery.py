@@ -5,10 +5,11 @@
 Every CELERY_* setting in rlweb/settings.py configures it (late acks, prefetch one, a broker visibility
 timeout above the longest run, json only, results ignored).
 
-One process, and one only, also runs the beat scheduler: `celery -A rlweb beat`, or a worker started with
-`--beat` (`make run` does that). It sends the periodic sweep that marks runs whose heartbeat went stale
-as `lost`, on the default queue (cpu). A worker busy with a run gets to it afterwards; sweeps that waited
-longer than one period expire unrun, so they never pile up behind a long run.
+One process, and one only, also runs the beat scheduler: `celery -A rlweb beat` (best: a worker busy
+with a run cannot take the sweep meanwhile), or a worker started with `--beat`. It sends the periodic sweep
+(lifecycle.sweep) that marks runs whose heartbeat went stale as `lost` and sends again the runs whose
+sending failed, on the default queue (cpu). Sweeps that waited longer than one period expire unrun, so
+they never pile up behind a long run.
 """
 
 import os
@@ -21,7 +22,7 @@ app = Celery("rlweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-LOST_RUN_SWEEP_SECONDS = 30.0
+LOST_RUN_SWEEP_SECONDS = 10.0
 app.conf.beat_schedule = {
     "mark-lost-runs": {"task": "rlweb.mark_lost_runs", "schedule": LOST_RUN_SWEEP_SECONDS,
                        "options": {"expires": LOST_RUN_SWEEP_SECONDS}},

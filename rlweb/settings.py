@@ -8,13 +8,34 @@ Variables (all optional):
     RLWEB_DEBUG            True or False (default False)
     RLWEB_ALLOWED_HOSTS    comma-separated; default localhost,127.0.0.1,[::1]
     RLWEB_CSRF_TRUSTED_ORIGINS  comma-separated origins, for a deployment behind a proxy; default none
-    RLWEB_ALLOW_SIGNUP     True or False (default True): anyone who reaches the site may create an account
+    RLWEB_ALLOW_SIGNUP     unset (default): the first account signs up, then an admin opens or closes sign-up on
+                           the Users page; True or False forces sign-up open or closed
+    RLWEB_HTTPS            True or False (default False): served over HTTPS (directly or by a proxy that sets
+                           X-Forwarded-Proto): secure cookies, redirect http to https, HSTS
+    RLWEB_HSTS_SECONDS     the HSTS max-age when RLWEB_HTTPS is True (default 31536000, a year; 0: no HSTS)
+    RLWEB_LOGIN_FAILURE_LIMIT         refused sign-ins per username before it is locked (default 5)
+    RLWEB_LOGIN_FAILURE_LIMIT_PER_IP  refused sign-ins per client address before it is locked (default 20)
+    RLWEB_LOGIN_LOCKOUT_MINUTES       the window those are counted in, and so the lock's length (default 15)
+    RLWEB_MAX_ACTIVE_RUNS_PER_USER    queued plus running runs a user may have at once (default 8)
+    RLWEB_MAX_TOTAL_STEPS  environment steps a run may ask for (default 1000000000)
     RLWEB_AUTO_QUEUE       the Celery queue for runs with device "auto" (default "cpu")
+    RLWEB_QUEUES           named queues besides cpu and gpu (a host, a GPU model), comma-separated, such as
+                           "host-a,a100": the form offers each as a device (default none)
     RLWEB_TORCH_THREADS    torch threads per training run in a worker (default 1)
-    RLWEB_HEARTBEAT_TIMEOUT  seconds without a heartbeat before a running run counts as lost (default 600)
+    RLWEB_HEARTBEAT_SECONDS  how often a worker writes a running run's heartbeat (default 5)
+    RLWEB_HEARTBEAT_TIMEOUT  seconds without a heartbeat before a running run counts as lost (default 30)
+    RLWEB_ENV_MODULES      modules allowed in `module:EnvId` environment ids, comma-separated (default none)
+    RLWEB_MAX_RUN_MEMORY_MB  memory one run may plan for (default 0: half of the machine's memory)
+    RLWEB_S3_BUCKET        checkpoints and videos go to this S3-compatible bucket instead of <var>/media (default
+                           none); with RLWEB_S3_ENDPOINT_URL (none: AWS), RLWEB_S3_ACCESS_KEY_ID,
+                           RLWEB_S3_SECRET_ACCESS_KEY (none: boto3's own lookup) and RLWEB_S3_REGION
+    RLWEB_S3_REDIRECT      True or False (default False): downloads and videos redirect to the bucket with a signed
+                           URL instead of passing through the web server (browsers must reach the endpoint)
+    RLWEB_S3_URL_SECONDS   how long such a signed URL is valid (default 600)
 """
 
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -34,6 +55,11 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be True or False, not {raw!r}")
 
 
+def env_optional_bool(name: str) -> bool | None:
+    """None when unset or empty (docker-compose passes an unset variable as empty), else as env_bool."""
+    return env_bool(name, False) if os.environ.get(name) else None
+
+
 def env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     if raw is None:
@@ -46,6 +72,19 @@ def env_int(name: str, default: int) -> int:
 
 def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,49}")
+
+
+def named_queues(name: str) -> list[str]:
+    """The admin's extra queues: names of letters, digits and `_ . -` (at most 50), none of cpu, gpu, auto, cuda."""
+    queues = env_list(name, "")
+    for queue in queues:
+        if not QUEUE_NAME.fullmatch(queue) or queue in ("cpu", "gpu", "auto", "cuda"):
+            raise ImproperlyConfigured(f"{name}: {queue[:60]!r} is not a queue name (letters, digits, _ . -, at "
+                                       "most 50; not cpu, gpu, auto or cuda)")
+    return list(dict.fromkeys(queues))
 
 
 def stored_secret_key(path: Path) -> str:
@@ -71,6 +110,41 @@ def broker_url(redis_url: str) -> str:
     return redis_url
 
 
+def media_storage() -> dict:
+    """Where checkpoints and videos live: the bucket when RLWEB_S3_BUCKET is set, else the local media folder
+    (inside MEDIA_ROOT, and no partial file, ever). Other RLWEB_S3_* settings without a bucket stop startup:
+    each host would otherwise keep its files on its own disk."""
+    if os.environ.get("RLWEB_S3_BUCKET"):
+        return s3_storage()
+    stray = [name for name in ("RLWEB_S3_ENDPOINT_URL", "RLWEB_S3_ACCESS_KEY_ID", "RLWEB_S3_SECRET_ACCESS_KEY")
+             if os.environ.get(name)]
+    if stray:
+        raise ImproperlyConfigured(f"{', '.join(stray)} set without RLWEB_S3_BUCKET")
+    return {"BACKEND": "rlweb.storage.MediaStorage"}
+
+
+def s3_storage() -> dict:
+    """The bucket named by RLWEB_S3_BUCKET as django-storages' S3Storage. Names stay unique as in the media
+    folder (a new file never overwrites one), objects stay private, and a file opened for reading spills to
+    a temporary file past a few MB rather than filling memory."""
+    options = {
+        "bucket_name": os.environ["RLWEB_S3_BUCKET"],
+        "endpoint_url": os.environ.get("RLWEB_S3_ENDPOINT_URL") or None,
+        "access_key": os.environ.get("RLWEB_S3_ACCESS_KEY_ID") or None,
+        "secret_key": os.environ.get("RLWEB_S3_SECRET_ACCESS_KEY") or None,
+        "region_name": os.environ.get("RLWEB_S3_REGION") or None,
+        "signature_version": "s3v4",
+        "file_overwrite": False,
+        "default_acl": None,
+        "querystring_auth": True,
+        "querystring_expire": env_int("RLWEB_S3_URL_SECONDS", 600),
+        "max_memory_size": 4 * 1024 * 1024,
+    }
+    if options["endpoint_url"]:  # MinIO and most other S3-compatible servers: bucket in the path, not the host
+        options["addressing_style"] = "path"
+    return {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": options}
+
+
 VAR_DIR = Path(os.environ.get("RLWEB_VAR_DIR") or BASE_DIR / "var").resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -78,10 +152,22 @@ SECRET_KEY = os.environ.get("RLWEB_SECRET_KEY") or stored_secret_key(VAR_DIR / "
 DEBUG = env_bool("RLWEB_DEBUG", False)
 ALLOWED_HOSTS = env_list("RLWEB_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("RLWEB_CSRF_TRUSTED_ORIGINS", "")
-ALLOW_SIGNUP = env_bool("RLWEB_ALLOW_SIGNUP", True)
+ALLOW_SIGNUP = env_optional_bool("RLWEB_ALLOW_SIGNUP")  # None: the first account, then the admin's switch
+LOGIN_FAILURE_LIMIT = env_int("RLWEB_LOGIN_FAILURE_LIMIT", 5)
+LOGIN_FAILURE_LIMIT_PER_IP = env_int("RLWEB_LOGIN_FAILURE_LIMIT_PER_IP", 20)
+LOGIN_LOCKOUT_MINUTES = env_int("RLWEB_LOGIN_LOCKOUT_MINUTES", 15)
+MAX_ACTIVE_RUNS_PER_USER = env_int("RLWEB_MAX_ACTIVE_RUNS_PER_USER", 8)
+MAX_TOTAL_STEPS = env_int("RLWEB_MAX_TOTAL_STEPS", 10**9)
 AUTO_QUEUE = os.environ.get("RLWEB_AUTO_QUEUE", "cpu")
+NAMED_QUEUES = named_queues("RLWEB_QUEUES")  # routed to by the form's device choice; the worker's -Q lists them
+WORKER_BEAT_SECONDS = 10  # a worker rewrites its registry entry this often (rlweb/experiments/workers.py)
+WORKER_TTL_SECONDS = 30  # and the entry of a worker that stopped beating is gone after this
 TORCH_THREADS = env_int("RLWEB_TORCH_THREADS", 1)
-HEARTBEAT_TIMEOUT = env_int("RLWEB_HEARTBEAT_TIMEOUT", 600)
+HEARTBEAT_SECONDS = env_int("RLWEB_HEARTBEAT_SECONDS", 5)  # a thread of the worker, whatever training does
+HEARTBEAT_TIMEOUT = env_int("RLWEB_HEARTBEAT_TIMEOUT", 30)  # with the 10 s sweep: a dead worker is seen in < 45 s
+# read by `trainer` itself from the environment (it never imports Django); shown here for the admin
+ENV_MODULES = env_list("RLWEB_ENV_MODULES", "")
+MAX_RUN_MEMORY_MB = env_int("RLWEB_MAX_RUN_MEMORY_MB", 0)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -91,6 +177,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
+    "rlweb.accounts",
     "rlweb.experiments",
 ]
 
@@ -120,7 +207,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "rlweb.experiments.context_processors.site",
+                "rlweb.accounts.signup.context",
             ],
         },
     },
@@ -146,6 +233,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = ["rlweb.accounts.throttle.ThrottledModelBackend"]  # ModelBackend with login throttling
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "experiment-list"
 LOGOUT_REDIRECT_URL = "login"
@@ -167,10 +255,23 @@ STATICFILES_FINDERS = [
 WHITENOISE_USE_FINDERS = True  # serve straight from the finders: no collectstatic needed for `make run`
 MEDIA_ROOT = VAR_DIR / "media"
 MEDIA_URL = "media/"  # never served directly: downloads go through views that check ownership
+S3_REDIRECT = env_bool("RLWEB_S3_REDIRECT", False)  # read by rlweb/experiments/files.py
+if S3_REDIRECT and not os.environ.get("RLWEB_S3_BUCKET"):
+    raise ImproperlyConfigured("RLWEB_S3_REDIRECT=True needs RLWEB_S3_BUCKET: the media folder has no signed URLs")
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": media_storage(),  # checkpoints and videos: the media folder or a bucket
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+
+# HTTPS: on in a deployment (docker-compose), off for `make run` on plain http://127.0.0.1
+HTTPS = env_bool("RLWEB_HTTPS", False)
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")  # a TLS proxy in front says so
+SECURE_SSL_REDIRECT = SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = env_int("RLWEB_HSTS_SECONDS", 365 * 24 * 3600) if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+# the preload list is a promise for a whole domain that only its owner can make: not ours to make by default
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 SSE_HEARTBEAT_SECONDS = 5.0  # a comment this often keeps proxies from closing an idle live stream

@@ -41,6 +41,58 @@ def redis_server_binary() -> str:
     return binary
 
 
+class RedisServer:
+    """A redis-server of a test's own on a unix socket, that the test can stop and start again on the same socket
+    (an outage, a restart)."""
+
+    def __init__(self):
+        self.folder = Path(tempfile.mkdtemp(prefix="rlweb-own-redis-"))
+        self.url = f"unix://{self.folder / 'redis.sock'}?db=0"
+        self.process = None
+
+    def start(self) -> "RedisServer":
+        import redis
+
+        self.process = subprocess.Popen(
+            [redis_server_binary(), "--port", "0", "--unixsocket", str(self.folder / "redis.sock"),
+             "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", str(self.folder)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                redis.Redis.from_url(self.url).ping()
+                return self
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "the test's own redis-server did not start"
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+    def client(self):
+        import redis
+
+        return redis.Redis.from_url(self.url, decode_responses=True)
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, tmp_path_factory):
+    """On SQLite the test database is a file, as rlweb's is, not Django's in-memory default: the threads and
+    processes of a test (a worker's heartbeat, two requests racing) then take turns writing to it as they
+    do in production, where in memory they would fail at once with "database table is locked"."""
+    from django.conf import settings as django_settings
+
+    database = django_settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.sqlite3":
+        database.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("database") / "test.sqlite3")
+
+
 @pytest.fixture(scope="session")
 def redis_url():
     """The URL of the test Redis database."""

@@ -7,21 +7,39 @@
     agent.predict(observation); agent.evaluate(episodes=10)
 """
 
-__version__ = "0.1.0"
+import operator
 
-from trainer.checkpoint import CheckpointError, load_checkpoint as load  # noqa: E402
-from trainer.params import ConfigError  # noqa: E402
-from trainer.registry import algorithm_names, algorithms_by_family, get_spec, validate  # noqa: E402
+from trainer import algorithms  # noqa: F401  (each algorithm module registers itself in trainer.registry)
+from trainer import presets  # noqa: F401  (trainer.presets.find, listing)
+from trainer.checkpoint import CheckpointError, load_checkpoint as load
+from trainer.params import ConfigError, canonical_names
+from trainer.presets import resolve as resolve_preset
+from trainer.registry import algorithm_names, algorithms_by_family, get_spec, validate
+from trainer.runner import TrainingError
+from trainer.version import __version__
 
 
-def make(algorithm: str, env_id: str, seed: int = 0, device: str = "auto", **hyperparameters):
-    """An untrained agent; hyperparameters are checked against the algorithm's schema first."""
+def make(algorithm: str, env_id: str, seed: int = 0, device: str = "auto", preset: str | None = None,
+         **hyperparameters):
+    """An untrained agent; hyperparameters are checked against the algorithm's schema first. `preset="auto"`
+    starts from the settings tuned for this environment (trainer/presets.py), or a preset's name from
+    `trainer.presets.listing(algorithm)`; the hyperparameters given go on top. None: the plain defaults."""
     spec = get_spec(algorithm)
+    chosen = resolve_preset(algorithm, env_id, preset)
+    if chosen is not None:
+        hyperparameters = {**chosen.values, **canonical_names(spec.config_class, hyperparameters)}
+    try:
+        seed = operator.index(seed)  # ints, NumPy ints
+    except TypeError:
+        seed = -1
+    if not 0 <= seed < 2**63:
+        raise ConfigError({"seed": "must be a whole number from 0 to 2^63 - 1"})
     validate(algorithm, env_id, hyperparameters)
     agent = spec.agent_class(env_id, spec.build_config(hyperparameters), seed=seed, device=device)
-    agent.name = spec.name  # presets share a class: the instance keeps the name it was made with
+    agent.name = spec.name  # variants share a class: the instance keeps the name it was made with
+    agent.preset = chosen.name if chosen is not None else None
     return agent
 
 
 __all__ = ["make", "load", "validate", "algorithm_names", "algorithms_by_family", "get_spec", "ConfigError",
-           "CheckpointError"]
+           "CheckpointError", "TrainingError"]

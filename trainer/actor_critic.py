@@ -19,8 +19,9 @@ from torch.nn import functional as F
 from trainer.agent import Agent
 from trainer.buffers import RolloutBuffer
 from trainer.distributions import CategoricalHead, policy_head
-from trainer.envs import finished_episodes
-from trainer.networks import NumpyMLP, ObservationEncoder, run_layers
+from trainer.envs import finished_episodes, real_next_observations
+from trainer.cpu_speed import NumpyMLP, numpy_network
+from trainer.networks import ObservationEncoder, run_layers
 from trainer.normalization import ObservationNormalizer, RewardNormalizer
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -129,8 +130,7 @@ class PolicyGradientAgent(Agent):
         Read on the first rollout, after the algorithm made its parameters flat (NumpyMLP views them)."""
         network = self.network
         layers = [*network.actor_body, network.policy.linear] if isinstance(network.policy, CategoricalHead) else []
-        usable = network.encoder.kind == "Box" and NumpyMLP.supports(layers)
-        return NumpyMLP(layers) if usable else None
+        return numpy_network(self.device, network.encoder, layers)
 
     def rollout_actions(self, observations: np.ndarray) -> np.ndarray:
         """Sampled actions for a rollout step, in the distribution's coordinates."""
@@ -180,19 +180,14 @@ class PolicyGradientAgent(Agent):
             ended = terminated | truncated
             for episode_return, length in finished_episodes(infos):
                 runner.episode(episode_return, length)
-            # the real last observation of each finished episode (SAME_STEP autoreset; ALGORITHMS.md, P2)
-            real_next = raw_next
-            if ended.any():
-                real_next = raw_next.copy()
-                for i in np.flatnonzero(ended):
-                    real_next[i] = infos["final_obs"][i]
+            real_next = real_next_observations(raw_next, ended, infos)
             next_observations = self.normalize_obs(raw_next, update=True)
             if self.reward_normalizer is not None:
                 rewards = self.reward_normalizer.normalize(rewards, ended)
             buffer.add(observations, actions, rewards, terminated, truncated,
                        next_obs=real_next if buffer.intrinsic else None)
             # a time limit cut the episode short: bootstrap from V(last observation); a terminal state is
-            # not bootstrapped, so its final value stays 0 (ALGORITHMS.md, P1)
+            # not bootstrapped, so its final value stays 0 (docs/algorithms.md, P1)
             cut = np.flatnonzero(truncated & ~terminated)
             if len(cut):
                 final = torch.as_tensor(self.normalize_obs(real_next[cut]), device=self.device)

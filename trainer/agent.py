@@ -3,21 +3,35 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import platform
 import random
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from trainer.envs import env_spaces, make_env
+from trainer.checkpoint import save_checkpoint
+from trainer.envs import env_spaces, make_env, make_vector_env
 from trainer.events import Sink
+from trainer.notes import run_notes
+from trainer.params import check_live_changes
+from trainer.runner import Runner
+from trainer.schedules import annealed
 
 
 def resolve_device(device: str) -> torch.device:
     """"auto" picks CUDA when the worker has it; asking for CUDA where there is none is an error."""
+    if isinstance(device, torch.device) and device.type == "meta":  # shapes only (trainer.resources)
+        return device
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    resolved = torch.device(device)
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        resolved = None
+    if resolved is None or resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {device!r:.60}: use auto, cpu, cuda or cuda:N")
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' was asked for, but this worker has no CUDA GPU (use 'auto' or 'cpu')")
     return resolved
@@ -45,6 +59,28 @@ def denormals_flushed():
         torch.set_flush_denormal(before)
 
 
+def keep_freed_memory() -> None:
+    """Let this process keep the memory it frees for reuse (glibc's malloc; elsewhere nothing changes).
+
+    glibc hands freed memory back to the OS once a few megabytes lie free at the top of its heap, and a
+    CNN's update frees and allocates megabytes each pass (the gradient of the 3136x512 weight of the
+    Nature CNN alone is 6.4 MB). Each update then wrote to about 2,000 fresh pages, and a Nature-DQN
+    update on Atari took 1.2x as long on a CPU (docs/benchmarks.md). From here on, blocks up to 32 MB
+    come from the heap and up to 256 MB of free heap is kept; bigger arrays (replay buffers) are still
+    mapped and returned one by one. Set for the rest of the process (a worker trains run after run).
+    """
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return
+    mallopt = ctypes.CDLL(None).mallopt
+    mallopt(-3, 32 * 2**20)  # M_MMAP_THRESHOLD: blocks below it are carved from the heap
+    mallopt(-1, 256 * 2**20)  # M_TRIM_THRESHOLD: free heap kept before any is handed back
+
+
+def never() -> bool:
+    """The `should_stop` of an update or evaluation that nothing interrupts."""
+    return False
+
+
 def seed_everything(seed: int) -> np.random.Generator:
     """Seed Python, NumPy and torch in one place; return the generator the agent draws from."""
     random.seed(seed)
@@ -61,6 +97,7 @@ class Agent:
     """
 
     name = ""  # the registry name, set by each algorithm
+    preset = None  # the name of the preset it was made from (trainer/presets.py), if any
 
     def __init__(self, env_id: str, config, seed: int = 0, device: str = "auto",
                  observation_space=None, action_space=None):
@@ -74,6 +111,7 @@ class Agent:
         self.action_space = action_space
         self.steps_done = 0  # env steps trained so far, across learn() calls and resumes
         self.best_eval_return: float | None = None  # the best evaluation so far, across learn() calls and resumes
+        self.eval_due = False  # a periodic evaluation was interrupted by a stop: done first when the run resumes
         # the run's clock: seconds trained up to steps_done, across learn() calls and resumes (event times
         # go on from it, so a resumed run's wall-time axis continues from its checkpoint)
         self.seconds_trained = 0.0
@@ -94,6 +132,20 @@ class Agent:
         """The training loop; calls `runner.advance(n)` after every env step and stops when it says so."""
         raise NotImplementedError
 
+    @contextlib.contextmanager
+    def training_envs(self, num_envs: int):
+        """`(envs, first observations)` for `train()`, closed when it ends however it ends. A resumed run seeds
+        them from its step count, so that it does not play again the episodes it has played. They are stepped
+        as the config's `vectorization` says (sync where it has none)."""
+        seed = self.seed + self.steps_done
+        envs = make_vector_env(self.env_id, num_envs, seed=seed,
+                               vectorization=getattr(self.config, "vectorization", "sync"))
+        try:
+            observations, _ = envs.reset(seed=seed)
+            yield envs, observations
+        finally:
+            envs.close()
+
     def extra_state(self) -> dict:
         return {}
 
@@ -109,9 +161,10 @@ class Agent:
         batch = np.asarray(observation)[None]
         return self.act(batch, deterministic)[0]
 
-    def evaluate(self, episodes: int = 10, seed: int | None = None, env=None) -> dict:
+    def evaluate(self, episodes: int = 10, seed: int | None = None, env=None, should_stop=None) -> dict | None:
         """Mean and standard deviation of the return over `episodes` episodes of the greedy policy,
-        played on a separate env (made here unless given)."""
+        played on a separate env (made here unless given). `should_stop`, asked between steps, interrupts
+        it: then the result is None."""
         own_env = env is None
         if own_env:
             env = make_env(self.env_id)
@@ -123,6 +176,8 @@ class Agent:
                 self.reset_state()
                 total, length, done = 0.0, 0, False
                 while not done:
+                    if should_stop is not None and should_stop():
+                        return None
                     action = self.predict(observation, deterministic=True)
                     observation, reward, terminated, truncated, _ = env.step(action)
                     total += float(reward)
@@ -144,20 +199,55 @@ class Agent:
         summary. Evaluation and checkpoints happen every `eval_interval`/`checkpoint_interval` steps
         (0 turns them off); a final evaluation and checkpoint always happen when a folder is given. Every
         `video_interval` steps and at the end, one greedy episode is written as an mp4 into `video_dir`
-        (default: `checkpoint_dir`). Denormal floats count as zero while it trains (`denormals_flushed`)."""
-        from trainer.runner import Runner
-
+        (default: `checkpoint_dir`). Denormal floats count as zero while it trains (`denormals_flushed`), and the
+        process keeps the memory it frees (`keep_freed_memory`)."""
         runner = Runner(self, end_step=end_step if end_step is not None else self.steps_done + total_steps,
                         sink=sink, eval_interval=eval_interval, eval_episodes=eval_episodes,
                         checkpoint_interval=checkpoint_interval, checkpoint_dir=checkpoint_dir,
                         log_interval=log_interval, video_interval=video_interval, video_dir=video_dir)
+        keep_freed_memory()
         with denormals_flushed():
             return runner.run()
 
     def save(self, path: str | Path) -> Path:
-        from trainer.checkpoint import save_checkpoint
-
         return save_checkpoint(self, path)
+
+    def notes(self) -> list[str]:
+        """What this run will do that its settings alone do not say (trainer/notes.py)."""
+        return run_notes(self.config, self.observation_space)
 
     def hyperparameters(self) -> dict:
         return dict(self.config.__dict__)
+
+    # --- hyperparameters changed while it trains ------------------------------------------------------------
+    def check_live_changes(self, requested: dict) -> dict:
+        """`requested` parsed and checked against this agent's config, as the form checks a new one:
+        {name: new value}; ConfigError for a hyperparameter that is not live or a bad value."""
+        return check_live_changes(type(self.config), self.hyperparameters(), requested)
+
+    def apply_live_changes(self, values: dict, progress: float = 0.0) -> dict:
+        """Change checked hyperparameters (`check_live_changes`) in place and return their old values. The
+        config is changed in place, so the training loop (which holds it) reads the new values at its next use
+        and a checkpoint saves them. A learning rate goes into its optimizers' parameter groups at once; with an
+        `lr_schedule` it becomes the schedule's base (linear: new value x (1 - progress) from now on). What an
+        algorithm derives from its config (an epsilon schedule, a noise process) follows in `live_changed`."""
+        old = {name: getattr(self.config, name) for name in values}
+        for name, value in values.items():
+            setattr(self.config, name, value)
+        schedule = getattr(self.config, "lr_schedule", "constant")
+        for name, groups in self.learning_rate_groups().items():
+            if name in values:
+                for group in groups:
+                    group["lr"] = annealed(values[name], schedule, progress)
+        self.live_changed(set(values))
+        return old
+
+    def learning_rate_groups(self) -> dict[str, list[dict]]:
+        """Which optimizer parameter groups learn at which config learning rate: by default `learning_rate` for
+        every group of every optimizer. Algorithms with several rates say which is whose."""
+        if not hasattr(self.config, "learning_rate"):
+            return {}
+        return {"learning_rate": [group for optimizer in self.optimizers.values() for group in optimizer.param_groups]}
+
+    def live_changed(self, names: set[str]) -> None:
+        """Called after `names` changed in the config while training: rebuild what derives from them."""

@@ -27,7 +27,7 @@ class ReplayBuffer:
     """A ring buffer of transitions, each stored with its real next observation.
 
     Storing `next_obs` explicitly (rather than reading obs[i + 1]) keeps the last observation of a
-    truncated episode, which the bootstrap needs (ALGORITHMS.md, DQN checklist). Transitions of a
+    truncated episode, which the bootstrap needs (docs/algorithms.md, DQN checklist). Transitions of a
     vector env arrive `num_envs` at a time, so the next step of the same sub-env sits `num_envs` slots
     later; the capacity is rounded down to a multiple of `num_envs` to keep that true across the wrap.
     """
@@ -211,12 +211,16 @@ class SumTree:
     def update(self, indices: np.ndarray, priorities: np.ndarray) -> None:
         nodes = np.asarray(indices, dtype=np.int64) + self.capacity
         self.tree[nodes] = priorities  # with repeated indices the last one wins, as with a loop
-        nodes = np.unique(nodes // 2)
-        while nodes[0] >= 1:
-            self.tree[nodes] = self.tree[2 * nodes] + self.tree[2 * nodes + 1]
-            if nodes[0] == 1:
-                break
-            nodes = np.unique(nodes // 2)
+        depth, tree = self.capacity.bit_length() - 1, self.tree  # every leaf is `depth` levels below the root
+        if len(nodes) <= 4:  # one env's new transition: plain integers are 15x as fast as arrays of one
+            for node in nodes.tolist():
+                for _ in range(depth):
+                    node >>= 1
+                    tree[node] = tree[2 * node] + tree[2 * node + 1]
+            return
+        for _ in range(depth):
+            nodes = nodes >> 1  # a parent repeated in `nodes` is given the same sum twice: no np.unique needed
+            tree[nodes] = tree[2 * nodes] + tree[2 * nodes + 1]
 
     def find(self, values: np.ndarray) -> np.ndarray:
         """The leaf index where each cumulative `value` (in [0, total)) falls."""
@@ -277,7 +281,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 #   episode_ends[t]  1 where the episode ended at t for any reason (terminated or truncated by a time
 #                    limit): returns and advantages do not flow back across it.
 #   next_values[t]   V(s_{t+1}) of the real next state. After a truncation that is V of the episode's last
-#                    observation (infos["final_obs"]), not of the reset observation (ALGORITHMS.md, P1, P2).
+#                    observation (infos["final_obs"]), not of the reset observation (docs/algorithms.md, P1, P2).
 
 
 def generalized_advantages(rewards, values, next_values, terminated, episode_ends, gamma: float,

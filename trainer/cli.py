@@ -18,7 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     list_parser = commands.add_parser("list", help="print the algorithm names, one per line")
     list_parser.add_argument("--params", metavar="ALGO", help="print that algorithm's hyperparameters instead")
 
-    train = commands.add_parser("train", help="train an agent and write DIR/final.zip")
+    train = commands.add_parser("train", help="train an agent and write DIR/final.zip",
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=hyperparameters_help(argv if argv is not None else sys.argv[1:]))
     train.add_argument("algorithm")
     train.add_argument("env_id")
     train.add_argument("--total-steps", type=int, required=True)
@@ -30,8 +32,16 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--checkpoint-interval", type=int, default=0, help="env steps between checkpoints (0: final only)")
     train.add_argument("--video-interval", type=int, default=0,
                        help="env steps between recorded episodes, written as DIR/video_step_N.mp4 (0: none)")
-    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a hyperparameter")
+    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="a hyperparameter, on top of the preset")
+    train.add_argument("--preset", default="auto",
+                       help="auto (the settings tuned for this environment, where there are some), none (the "
+                            "algorithm's defaults), or a name from `presets ALGO`")
     train.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+
+    presets = commands.add_parser("presets", help="list an algorithm's presets, or the one an environment gets")
+    presets.add_argument("algorithm")
+    presets.add_argument("env_id", nargs="?")
 
     evaluate = commands.add_parser("eval", help="evaluate a checkpoint; prints one JSON line")
     evaluate.add_argument("checkpoint", type=Path)
@@ -41,42 +51,78 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     try:
-        return {"list": _list, "train": _train, "eval": _eval}[args.command](args)
+        return {"list": _list, "train": _train, "presets": _presets, "eval": _eval}[args.command](args)
     except trainer.ConfigError as error:
         for field, message in error.errors.items():
             print(f"error: {field}: {message}", file=sys.stderr)
         return 2
-    except (trainer.CheckpointError, FileNotFoundError, ValueError) as error:
+    except (trainer.CheckpointError, OSError, ValueError) as error:  # OSError: a missing file, a folder, no space
         print(f"error: {error}", file=sys.stderr)
         return 2
 
 
+def param_lines(algorithm: str) -> list[str]:
+    """One line per hyperparameter: name, type, default, whether a running run may change it (live), bounds,
+    help and its upstream names."""
+    lines = []
+    for p in trainer.get_spec(algorithm).params():
+        bounds = f" [{p.low if p.low is not None else ''}..{p.high if p.high is not None else ''}]"
+        live = ", live" if p.live else ""
+        lines.append(f"{p.name} ({p.type.__name__}, default {p.default}{live}){bounds if p.low or p.high else ''}: "
+                     f"{p.help}" + (f" {p.aliases_text()}" if p.aliases_text() else ""))
+    return lines
+
+
+def hyperparameters_help(argv: list[str]) -> str | None:
+    """For `train ALGO --help`: the algorithm's hyperparameters, to pass with --set."""
+    if len(argv) < 2 or argv[0] != "train" or not {"-h", "--help"} & set(argv) or \
+            argv[1] not in trainer.algorithm_names():
+        return None
+    return f"hyperparameters of {argv[1]} (--set NAME=VALUE, on top of the preset):\n" + "\n".join(
+        f"  {line}" for line in param_lines(argv[1]))
+
+
 def _list(args) -> int:
     if args.params:
-        for p in trainer.get_spec(args.params).params():
-            bounds = f" [{p.low if p.low is not None else ''}..{p.high if p.high is not None else ''}]"
-            print(f"{p.name} ({p.type.__name__}, default {p.default}){bounds if p.low or p.high else ''}: {p.help}")
+        print("\n".join(param_lines(args.params)))
         return 0
     for name in trainer.algorithm_names():
         print(name)
     return 0
 
 
+MAX_STEPS = 10**12  # beyond any run, and far inside int64 step counters
+MAX_EPISODES = 10**6
+
+
+def _check_range(name: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ValueError(f"--{name} must be from {low:,} to {high:,}, got {value}")
+
+
 def _train(args) -> int:
     import torch
 
-    torch.set_num_threads(max(1, args.threads))
-    if args.total_steps < 1:
-        raise ValueError("--total-steps must be at least 1")
-    if args.video_interval < 0:
-        raise ValueError("--video-interval must be 0 or more")
+    _check_range("total-steps", args.total_steps, 1, MAX_STEPS)
+    _check_range("seed", args.seed, 0, 2**63 - 1)
+    for name in ("eval_interval", "checkpoint_interval", "video_interval"):
+        _check_range(name.replace("_", "-"), getattr(args, name), 0, MAX_STEPS)
+    _check_range("eval-episodes", args.eval_episodes, 1, MAX_EPISODES)
+    _check_range("threads", args.threads, 1, 1024)
+    torch.set_num_threads(args.threads)
     hyperparameters = {}
     for item in args.set:
         key, separator, value = item.partition("=")
         if not separator:
             raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
         hyperparameters[key.strip()] = value
-    agent = trainer.make(args.algorithm, args.env_id, seed=args.seed, device=args.device, **hyperparameters)
+    trainer.get_spec(args.algorithm)
+    preset = trainer.presets.resolve(args.algorithm, args.env_id, args.preset)
+    print(f"preset: {describe(preset)}", file=sys.stderr)
+    agent = trainer.make(args.algorithm, args.env_id, seed=args.seed, device=args.device,
+                         preset=preset.name if preset else None, **hyperparameters)
+    for note in agent.notes():
+        print(f"note: {note}", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
     sink = MultiSink(ProgressBarSink(args.total_steps), JsonLinesSink(args.out / "events.jsonl"))
     try:
@@ -89,9 +135,34 @@ def _train(args) -> int:
     return 0
 
 
+def describe(preset) -> str:
+    """One line: the preset's name, what it is and where its numbers come from."""
+    if preset is None:
+        return "none (the algorithm's own defaults)"
+    return f"{preset.name}: {preset.description} ({preset.source})"
+
+
+def _presets(args) -> int:
+    spec = trainer.get_spec(args.algorithm)
+    chosen = [trainer.presets.find(spec.name, args.env_id)] if args.env_id else trainer.presets.listing(spec.name)
+    if chosen == [None]:
+        print(f"{spec.name} has no preset for {args.env_id}: it trains with its own defaults")
+        return 0
+    for preset in chosen:
+        print(describe(preset))
+        if preset.total_steps:
+            print(f"  tuned for {preset.total_steps:,} env steps")
+        for name, value in sorted(preset.values.items()):
+            print(f"  {name} = {value!r}")
+        for key, reason in sorted(preset.no_equivalent.items()):
+            print(f"  (no equivalent: {key}: {reason})")
+    return 0
+
+
 def _eval(args) -> int:
-    if args.episodes < 1:
-        raise ValueError("--episodes must be at least 1")
+    _check_range("episodes", args.episodes, 1, MAX_EPISODES)
+    if args.seed is not None:
+        _check_range("seed", args.seed, 0, 2**63 - 1)
     agent = trainer.load(args.checkpoint, device=args.device)
     result = agent.evaluate(args.episodes, seed=args.seed)
     print(json.dumps({"mean": result["mean"], "std": result["std"], "episodes": args.episodes,

@@ -1,10 +1,8 @@
 """Parts shared by the continuous-control actor-critics (SAC, DDPG, TD3).
 
 Actions are learned in [-1, 1] and rescaled to the env's Box bounds at the boundary
-(ALGORITHMS.md, P5 and the DDPG/TD3 checklist); critics are an ensemble of Q-networks held as one
-tensor per layer: on a GPU or in bfloat16 each layer is one batched matrix product, and on a CPU in
-float32 each member runs its own products with a hand-written backward pass (`ensemble_backward`),
-which the hand-written SAC and TD3 updates call directly.
+(docs/algorithms.md, P5 and the DDPG/TD3 checklist); critics are an ensemble of Q-networks held as one
+tensor per layer.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from trainer.networks import NumpyMLP, ObservationEncoder
+from trainer.networks import ObservationEncoder
 from trainer.normalization import RewardNormalizer, RunningMeanStd
 
 
@@ -52,7 +50,7 @@ class ActionScaler:
 
 
 class EnsembleLinear(nn.Module):
-    """`size` independent linear layers applied with one batched matmul: [E, B, in] -> [E, B, out]."""
+    """The weights of `size` independent linear layers: weight [size, in, out] and bias [size, 1, out]."""
 
     def __init__(self, size: int, in_features: int, out_features: int):
         super().__init__()
@@ -60,100 +58,11 @@ class EnsembleLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(size, in_features, out_features).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(size, 1, out_features).uniform_(-bound, bound))
 
-    def forward(self, x: torch.Tensor, members: int | None = None) -> torch.Tensor:
-        """The first `members` layers (all by default) on x [members, batch, in]."""
-        return torch.baddbmm(self.bias[:members], x, self.weight[:members])
-
-
-def ensemble_forward(parameters: tuple[torch.Tensor, ...], members: int,
-                     x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """The first `members` critics of an ensemble MLP, one matrix product per member and layer.
-
-    `parameters` are (weight_1, bias_1, ...) with weights [ensemble, in, out] and biases [ensemble, 1, out]
-    as `EnsembleLinear` holds them, each layer but the last followed by a ReLU. Returns q [members, batch]
-    and the hidden activations that `ensemble_backward` needs.
-    """
-    weights, biases = parameters[0::2], parameters[1::2]
-    hidden, q = [], []
-    for i in range(members):
-        h = x
-        for weight, bias in zip(weights[:-1], biases[:-1]):
-            h = torch.addmm(bias[i, 0], h, weight[i]).relu_()
-            hidden.append(h)
-        q.append(torch.addmm(biases[-1][i, 0], h, weights[-1][i]))
-    return torch.cat(q, dim=1).t(), hidden
-
-
-def ensemble_backward(parameters: tuple[torch.Tensor, ...], members: int, x: torch.Tensor,
-                      hidden: list[torch.Tensor], grad_q: torch.Tensor, grads: list[torch.Tensor] | None,
-                      input_needed: bool) -> torch.Tensor | None:
-    """The backward pass of `ensemble_forward` for the output gradient grad_q [members, batch].
-
-    Writes the parameter gradients into `grads` (tensors shaped like `parameters`; members left out get
-    zeros) unless it is None, and returns the input gradient when `input_needed`. Without parameter
-    gradients, only the rows with an output gradient are computed (through a min, about half).
-    """
-    weights = parameters[0::2]
-    depth = len(weights)
-    if grads is not None and members < len(weights[0]):
-        for grad in grads:
-            grad[members:].zero_()
-    grad_x = torch.zeros_like(x) if input_needed else None
-    for i in range(members):
-        inputs = [x, *hidden[i * (depth - 1):(i + 1) * (depth - 1)]]
-        g = grad_q[i].unsqueeze(1)  # [batch, 1]: the output layer's gradient
-        rows = None
-        if grads is None:
-            rows = g.squeeze(1).nonzero().squeeze(1)
-            if len(rows) > 0.75 * len(g):
-                rows = None
-            else:
-                g, inputs = g[rows], [t[rows] for t in inputs]
-        for layer in reversed(range(depth)):
-            if grads is not None:
-                torch.mm(inputs[layer].t(), g, out=grads[2 * layer][i])
-                torch.sum(g, 0, keepdim=True, out=grads[2 * layer + 1][i])
-            if layer > 0:  # through the layer, then through the ReLU that made its input
-                g = g @ weights[layer][i].t()
-                g = torch.ops.aten.threshold_backward.grad_input(g, inputs[layer], 0, grad_input=g)
-            elif input_needed:
-                g = g @ weights[0][i].t()
-                if rows is None:
-                    grad_x.add_(g)
-                else:
-                    grad_x.index_add_(0, rows, g)
-    return grad_x
-
-
-class EnsembleMLP(torch.autograd.Function):
-    """`ensemble_forward` under autograd, for the critics of a `QEnsemble` on a CPU in float32.
-
-    Same values and gradients as the batched products (`tests/trainer/test_continuous_control.py`),
-    about a sixth faster: batched products copy their transposed operands in the backward pass, and
-    autograd through one member's slice of an ensemble parameter zero-fills the whole gradient first.
-    Frozen critics (the actor's loss) get only the input gradient.
-
-    apply(members, x [batch, in], weight_1, bias_1, ...) -> q [members, batch].
-    """
-
-    @staticmethod
-    def forward(ctx, members: int, x: torch.Tensor, *parameters: torch.Tensor) -> torch.Tensor:
-        q, hidden = ensemble_forward(parameters, members, x)
-        ctx.members, ctx.hidden_count = members, len(hidden)
-        ctx.save_for_backward(x, *hidden, *parameters)
-        return q
-
-    @staticmethod
-    def backward(ctx, grad_q: torch.Tensor):
-        x, *saved = ctx.saved_tensors
-        hidden, parameters = saved[:ctx.hidden_count], tuple(saved[ctx.hidden_count:])
-        grads = [torch.empty_like(p) for p in parameters] if any(ctx.needs_input_grad[2:]) else None
-        grad_x = ensemble_backward(parameters, ctx.members, x, hidden, grad_q, grads, ctx.needs_input_grad[1])
-        return None, grad_x, *(grads or [None] * len(parameters))
-
 
 class QEnsemble(nn.Module):
-    """`num_q` critics Q_i(s, a) over one observation encoder; forward returns [num_q, batch]."""
+    """`num_q` critics Q_i(s, a), each an MLP with ReLUs, over one observation encoder; forward returns
+    [num_q, batch]. Each layer holds the critics' weights as one tensor, so the critics' parameters are
+    one flat tensor per ensemble (and checkpoints keep one entry per layer)."""
 
     def __init__(self, observation_space, action_size: int, hidden_layers: tuple[int, ...], num_q: int):
         super().__init__()
@@ -161,8 +70,6 @@ class QEnsemble(nn.Module):
         self.encoder = ObservationEncoder(observation_space)
         sizes = [self.encoder.output_size + action_size, *hidden_layers, 1]
         self.layers = nn.ModuleList(EnsembleLinear(num_q, a, b) for a, b in zip(sizes[:-1], sizes[1:]))
-        self.layer_list = tuple(self.layers)  # slicing a ModuleList builds a new one on every call
-        self.parameter_list = tuple(t for layer in self.layers for t in (layer.weight, layer.bias))
 
     def inputs(self, observations: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """The first layer's input: encoded observations and actions side by side."""
@@ -172,14 +79,18 @@ class QEnsemble(nn.Module):
         """Q-values [members, batch] of the first `members` critics (all by default), in float32 also
         when the matrix products ran in bfloat16 (see `autocast`)."""
         x = self.inputs(observations, actions)
-        members = members or self.num_q
-        if x.device.type == "cpu" and x.dtype == torch.float32 and not torch.is_autocast_enabled("cpu"):
-            return EnsembleMLP.apply(members, x, *self.parameter_list)
-        *hidden, last = self.layer_list
-        x = x.unsqueeze(0).expand(members, -1, -1)
-        for layer in hidden:
-            x = torch.relu(layer(x, members))
-        return last(x, members).squeeze(-1).float()
+        # each critic's own weights (unbind: its backward pass copies each layer's gradients once, where
+        # indexing would zero-fill the whole layer's gradient for every critic)
+        layers = [(layer.weight.unbind(0), layer.bias.unbind(0)) for layer in self.layers]
+        q = []
+        for i in range(members or self.num_q):
+            h = x
+            for depth, (weights, biases) in enumerate(layers):
+                h = torch.addmm(biases[i], h, weights[i])
+                if depth < len(layers) - 1:
+                    h = h.relu_()  # in place on addmm's fresh output (its backward does not need it)
+            q.append(h)
+        return torch.cat(q, dim=1).t().float()
 
 
 PRECISIONS = ("float32", "bfloat16")
@@ -289,7 +200,7 @@ class Normalizers:
 
     Replay keeps raw observations and rewards; batches are normalised with the current statistics when
     sampled (as SB3 does off-policy), and acting normalises with the same statistics, frozen outside
-    training so evaluation sees exactly what the policy was trained on (ALGORITHMS.md, P5). The
+    training so evaluation sees exactly what the policy was trained on (docs/algorithms.md, P5). The
     statistics are `trainer.normalization`'s, shared with the on-policy algorithms.
     """
 
@@ -339,33 +250,7 @@ class Normalizers:
             self.reward_normalizer.stats.load_state_dict(state["returns"])
 
 
-def numpy_actor_body(actor: nn.Module, normalizers: Normalizers) -> NumpyMLP | None:
-    """`actor.body` as a NumpyMLP, for acting a step at a time on vector observations without
-    normalisation (several times faster than torch at a batch of one), or None."""
-    layers = list(actor.body)
-    usable = actor.encoder.kind == "Box" and not normalizers.observations and NumpyMLP.supports(layers)
-    return NumpyMLP(layers) if usable else None
-
-
-def by_hand_actor_layers(actor: nn.Module, device: torch.device, precision: str) -> list[nn.Linear] | None:
-    """The Linear layers of `actor.body` when the update can work out its gradients by hand (an MLP of
-    Linear and ReLU layers on vector observations, on a CPU in float32), or None (autograd)."""
-    usable = (device.type == "cpu" and precision == "float32" and actor.encoder.kind != "Image"
-              and all(type(layer) in (nn.Linear, nn.ReLU) for layer in actor.body))
-    return [layer for layer in actor.body if type(layer) is nn.Linear] if usable else None
-
-
 def check_continuous_env(config, observation_space, action_space) -> dict[str, str]:
     """Env-dependent checks for SAC, DDPG and TD3 (the registry already refused non-Box actions)."""
     problem = action_bounds_problem(action_space)
     return {"env_id": problem} if problem else {}
-
-
-def real_next_observations(next_observations: np.ndarray, done: np.ndarray, infos: dict) -> np.ndarray:
-    """With SAME_STEP autoreset, a finished sub-env's real last observation is in infos (P2)."""
-    if not done.any():
-        return next_observations
-    real = next_observations.copy()
-    for i in np.flatnonzero(done):
-        real[i] = infos["final_obs"][i]
-    return real

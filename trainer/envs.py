@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
+import importlib.metadata
+import importlib.util
+import math
+import os
 
 import gymnasium as gym
 import numpy as np
@@ -33,10 +38,75 @@ def cartpole_without_velocity(**kwargs) -> gym.Env:
     return gym.wrappers.TransformObservation(env, lambda observation: observation[keep], space)
 
 
-def known_env_ids() -> list[str]:
-    """Every registered Gymnasium id (classic control, toy text, Box2D/MuJoCo when installed, Atari)."""
+MAX_ENV_ID_LENGTH = 200
+ENV_MODULES_VARIABLE = "RLWEB_ENV_MODULES"
+_unmakeable: set[str] = set()  # ids whose make failed in this process: left out of the suggestions
+
+
+def allowed_env_modules() -> set[str]:
+    """Modules an admin allows in `module:EnvId` ids (RLWEB_ENV_MODULES, comma-separated; none by default)."""
+    return {name.strip() for name in os.environ.get(ENV_MODULES_VARIABLE, "").split(",") if name.strip()}
+
+
+def check_env_id(env_id) -> None:
+    """Refuse an env id before Gymnasium sees it, importing nothing.
+
+    `gym.make("module:EnvId")` imports `module` (any module on the path: the trainer's own command line,
+    a file in the current folder), so that form is only accepted for modules listed in RLWEB_ENV_MODULES;
+    every other id must already be in Gymnasium's registry. Raises ConfigError({"env_id": ...}).
+    """
+    if not isinstance(env_id, str) or not env_id.strip():
+        raise ConfigError({"env_id": "Give an environment id, e.g. CartPole-v1."})
+    if len(env_id) > MAX_ENV_ID_LENGTH or not env_id.isprintable():
+        raise ConfigError({"env_id": f"An environment id is at most {MAX_ENV_ID_LENGTH} printable characters."})
+    module, colon, _ = env_id.partition(":")
+    if colon:
+        if module in allowed_env_modules():
+            return
+        raise ConfigError({"env_id": f"'{env_id}' names a Python module to import ('{module}'); only modules an "
+                                     f"admin lists in {ENV_MODULES_VARIABLE} may be used. Use a registered id, "
+                                     "e.g. CartPole-v1."})
     _register_atari()
-    return sorted(gym.registry.keys())
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError({"env_id": f"Unknown environment id '{env_id}'.{hint}"})
+
+
+def known_env_ids() -> list[str]:
+    """The registered Gymnasium ids that can be made here (classic control, toy text, Box2D/MuJoCo when
+    installed, Atari), for suggestions; judged by rules on each id's entry point, without making any."""
+    _register_atari()
+    return sorted(env_id for env_id, spec in gym.registry.items()
+                  if env_id not in _unmakeable and _entry_point_available(spec.entry_point))
+
+
+@functools.cache
+def _module_available(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def _entry_point_available(entry_point) -> bool:
+    """False for entry points that cannot work here: Gymnasium's placeholders that only raise (MuJoCo v2/v3
+    ids that need mujoco-py, the gym compatibility envs that need shimmy) and the functional JAX envs
+    (`phys2d/`, `tabular/`) when JAX is missing."""
+    if callable(entry_point):
+        return not getattr(entry_point, "__name__", "").startswith("_raise")
+    module = str(entry_point).partition(":")[0]
+    if module.startswith(("gymnasium.envs.phys2d", "gymnasium.envs.tabular", "gymnasium.envs.functional_jax")):
+        return _module_available("jax")
+    if module == "gymnasium.envs.mujoco.pusher_v4":  # refuses MuJoCo 3 (Farama-Foundation/Gymnasium#950)
+        return _major_version("mujoco") < 3
+    return True
+
+
+@functools.cache
+def _major_version(distribution: str) -> int:
+    """The installed major version of a distribution, read from its metadata (nothing imported); 0 if absent."""
+    try:
+        return int(importlib.metadata.version(distribution).split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return 0
 
 
 def is_atari(env_id: str) -> bool:
@@ -46,13 +116,14 @@ def is_atari(env_id: str) -> bool:
 
 
 def make_env(env_id: str, render_mode: str | None = None, training: bool = False, **kwargs) -> gym.Env:
-    """`gym.make` with a message a user can act on when the id is wrong or a dependency is missing.
+    """`gym.make` with a message a user can act on when the id is wrong, a dependency is missing or the
+    env fails to build; the id is checked first (`check_env_id`), so no module is ever imported by it.
 
     Every env records its episode statistics (`info["episode"]`) before anything changes rewards or
-    episode ends, so reported returns are real scores (ALGORITHMS.md, P4). Atari ids get the standard
+    episode ends, so reported returns are real scores (docs/algorithms.md, P4). Atari ids get the standard
     preprocessing; `training` adds the training-only wrappers (episodic life, reward clipping).
     """
-    _register_atari()
+    check_env_id(env_id)
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
     atari = is_atari(env_id)
@@ -60,24 +131,26 @@ def make_env(env_id: str, render_mode: str | None = None, training: bool = False
         kwargs.setdefault("frameskip", 1)  # AtariPreprocessing skips frames itself, with max-pooling
     try:
         env = gym.make(env_id, **kwargs)
-    except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as error:
-        close = difflib.get_close_matches(env_id, known_env_ids(), n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError({"env_id": f"Unknown environment id '{env_id}'.{hint}"}) from error
+        return atari_wrappers(env, training) if atari else gym.wrappers.RecordEpisodeStatistics(env)
+    except MemoryError:
+        raise
     except gym.error.DependencyNotInstalled as error:
+        _unmakeable.add(env_id)
         raise ConfigError({"env_id": f"'{env_id}' needs a package that is not installed: {error}"}) from error
-    except gym.error.Error as error:
-        raise ConfigError({"env_id": f"Cannot make '{env_id}': {error}"}) from error
-    if not atari:
-        return gym.wrappers.RecordEpisodeStatistics(env)
-    return atari_wrappers(env, training)
+    except Exception as error:  # noqa: BLE001  (a registered env that cannot be built here, for any reason)
+        _unmakeable.add(env_id)
+        reason = str(error).strip().splitlines()[0][:300] if str(error).strip() else type(error).__name__
+        raise ConfigError({"env_id": f"'{env_id}' cannot be made here: {reason}"}) from error
 
 
 def atari_wrappers(env: gym.Env, training: bool, frame_stack: int = 4) -> gym.Env:
     """No-op reset, 4-frame skip with max-pooling, 84x84 grayscale (Gymnasium's AtariPreprocessing);
     fire on reset where the game needs it; for training, a lost life ends the episode and rewards are
-    clipped to their sign; finally a stack of the last `frame_stack` frames (ALGORITHMS.md, P7)."""
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True)
+    clipped to their sign; finally a stack of the last `frame_stack` frames (docs/algorithms.md, P7)."""
+    # random no-ops at reset need a NOOP action first (Backgammon and Video Checkers have none)
+    noop_max = 30 if env.unwrapped.get_action_meanings()[0] == "NOOP" else 0
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=84,
+                                          grayscale_obs=True)
     env = gym.wrappers.RecordEpisodeStatistics(env)  # whole-game score, before life loss and clipping
     if training:
         env = EpisodicLife(env)
@@ -141,7 +214,17 @@ def finished_episodes(infos: dict) -> list[tuple[float, int]]:
 
 
 def env_spaces(env_id: str) -> tuple[spaces.Space, spaces.Space]:
-    """(observation_space, action_space) of an env id, raising ConfigError for a bad id."""
+    """(observation_space, action_space) of an env id, raising ConfigError for a bad id.
+
+    Kept per registered spec: making an Atari env takes a tenth of a second, and the form asks on every post.
+    """
+    check_env_id(env_id)
+    observation_space, action_space = _spaces_of(env_id, id(gym.registry.get(env_id)))
+    return copy.deepcopy(observation_space), copy.deepcopy(action_space)
+
+
+@functools.lru_cache(maxsize=1024)
+def _spaces_of(env_id: str, spec_identity: int) -> tuple[spaces.Space, spaces.Space]:
     env = make_env(env_id)
     try:
         return env.observation_space, env.action_space
@@ -149,18 +232,45 @@ def env_spaces(env_id: str) -> tuple[spaces.Space, spaces.Space]:
         env.close()
 
 
-def make_vector_env(env_id: str, num_envs: int, seed: int) -> gym.vector.VectorEnv:
-    """A synchronous vector env that resets finished sub-envs in the same step.
+def make_vector_env(env_id: str, num_envs: int, seed: int, vectorization: str = "sync") -> gym.vector.VectorEnv:
+    """A vector env that resets finished sub-envs in the same step: stepped one after the other in this
+    process (`sync`), or each in a process of its own (`async`, Gymnasium's AsyncVectorEnv).
 
     SAME_STEP autoreset puts the real last observation of an episode in `infos["final_obs"]`, so no
-    transition ever crosses an episode boundary (ALGORITHMS.md, P2).
+    transition ever crosses an episode boundary (docs/algorithms.md, P2). Async workers are spawned (no fork
+    of a process with torch's threads) into process groups of their own, so a stop signal to the training
+    process's group (Ctrl-C of `make run`, a worker's shutdown) reaches the run, which then closes them,
+    instead of killing them mid-step.
     """
     _register_atari()
-    make_one = functools.partial(make_env, env_id, training=True)
-    envs = gym.vector.SyncVectorEnv([make_one for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP)
+    if vectorization == "async":
+        make_one = functools.partial(make_env_in_own_process_group, env_id)
+        envs = gym.vector.AsyncVectorEnv([make_one for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP,
+                                         context="spawn", daemon=True)
+    else:
+        make_one = functools.partial(make_env, env_id, training=True)
+        envs = gym.vector.SyncVectorEnv([make_one for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP)
     envs.reset(seed=seed)
     envs.action_space.seed(seed)
     return envs
+
+
+def make_env_in_own_process_group(env_id: str) -> gym.Env:
+    """An async vector env's worker: a training env, made after leaving the trainer's process group."""
+    os.setpgrp()
+    return make_env(env_id, training=True)
+
+
+def real_next_observations(next_observations: np.ndarray, done: np.ndarray, infos: dict) -> np.ndarray:
+    """The observation each sub-env's action led to: for one whose episode ended, its real last observation
+    (SAME_STEP autoreset left it in `infos["final_obs"]`, and `next_observations` holds the reset one;
+    docs/algorithms.md, P2); the others' are `next_observations` as they are (the same array when none ended)."""
+    if not done.any():
+        return next_observations
+    real = next_observations.copy()
+    for i in np.flatnonzero(done):
+        real[i] = infos["final_obs"][i]
+    return real
 
 
 def space_to_json(space: spaces.Space) -> dict:
@@ -176,19 +286,51 @@ def space_to_json(space: spaces.Space) -> dict:
     raise ValueError(f"unsupported space {space}")
 
 
+MAX_SPACE_ELEMENTS = 2**24  # numbers in one observation or action, for a space read from a file
+SPACE_DTYPES = ("float16", "float32", "float64", "uint8", "int8", "int16", "int32", "int64", "bool")
+
+
+def _checked_shape(shape) -> tuple[int, ...]:
+    if (not isinstance(shape, (list, tuple)) or len(shape) > 8
+            or not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0 for size in shape)):
+        raise ValueError(f"shape must be a list of at most 8 whole numbers, got {shape!r:.100}")
+    if math.prod(shape) > MAX_SPACE_ELEMENTS:
+        raise ValueError(f"shape {list(shape)} holds more than {MAX_SPACE_ELEMENTS:,} numbers")
+    return tuple(shape)
+
+
 def space_from_json(data: dict) -> spaces.Space:
-    kind = data.get("type")
+    """The space `space_to_json` wrote; raises ValueError for anything else (sizes bounded, numbers only)."""
+    kind = data.get("type") if isinstance(data, dict) else None
     if kind == "Box":
+        shape = _checked_shape(data.get("shape"))
+        if data.get("dtype") not in SPACE_DTYPES:
+            raise ValueError(f"unsupported dtype {data.get('dtype')!r:.100}")
         low = np.asarray(data["low"], dtype=data["dtype"])
         high = np.asarray(data["high"], dtype=data["dtype"])
-        return spaces.Box(low=low, high=high, shape=tuple(data["shape"]), dtype=np.dtype(data["dtype"]))
+        if low.size not in (1, math.prod(shape)) or high.size not in (1, math.prod(shape)):
+            raise ValueError("low and high must have one number or one per element of the shape")
+        size = math.prod(shape)
+        return spaces.Box(low=low.reshape(shape) if low.size == size else low.reshape(()),
+                          high=high.reshape(shape) if high.size == size else high.reshape(()), shape=shape,
+                          dtype=np.dtype(data["dtype"]))
     if kind == "Discrete":
-        return spaces.Discrete(int(data["n"]), start=int(data.get("start", 0)))
+        n, start = data.get("n"), data.get("start", 0)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, start)) or not (
+                1 <= n <= 2**31 and abs(start) <= 2**31):
+            raise ValueError(f"Discrete needs a whole n from 1 to 2^31 and a small start, got {n!r:.50}, {start!r:.50}")
+        return spaces.Discrete(n, start=start)
     if kind == "MultiDiscrete":
-        return spaces.MultiDiscrete(np.asarray(data["nvec"], dtype=np.int64))
+        nvec = data.get("nvec")
+        flat = np.asarray(nvec, dtype=np.int64) if isinstance(nvec, list) else None
+        if flat is None or flat.size > MAX_SPACE_ELEMENTS or (flat.size and (flat.min() < 1 or flat.max() > 2**31)):
+            raise ValueError("MultiDiscrete needs a list of whole numbers from 1 to 2^31")
+        return spaces.MultiDiscrete(flat)
     if kind == "MultiBinary":
-        return spaces.MultiBinary(data["n"])
-    raise ValueError(f"unsupported space in checkpoint: {kind!r}")
+        n = data.get("n")
+        shape = _checked_shape([n] if isinstance(n, int) and not isinstance(n, bool) else n)
+        return spaces.MultiBinary(list(shape) if len(shape) > 1 else shape[0])
+    raise ValueError(f"unsupported space in checkpoint: {kind!r:.100}")
 
 
 def space_name(space: spaces.Space) -> str:

@@ -4,12 +4,17 @@ An event is a plain dict, the one schema used by the sinks, the database, the AP
 
     {"kind": "episode", "step": 1234, "time": 5.2, "values": {"rollout/episode_return": 21.0, ...}}
 
-kinds: "started", "episode", "train", "eval", "time", "checkpoint", "video", "finished", "failed".
+kinds: "started", "episode", "train", "eval", "time", "checkpoint", "video", "hyperparameters", "finished",
+"failed".
 `step` is the env step count, `time` wall seconds since the run started. Metric keys are namespaced
 (`rollout/`, `train/`, `eval/`, `time/`); lifecycle events carry their details in `values`
 ("finished" has `status`: "succeeded" or "cancelled"; "failed" has `error` and `traceback`;
-"checkpoint" has `path`, `tag` and `step`; "video" has `path`, `step`, `episode_return` and `length`, or
-`error` once when the env cannot render).
+"checkpoint" has `path`, `tag` and `step`, or `tag`, `step` and `error` (no `path`) when the file could
+not be written; "video" has `path`, `step`, `episode_return` and `length`, or `error` once when the env
+cannot render ("No videos: ..."), or `error` and `step` when a video could not be written;
+"hyperparameters" reports a change asked for while the run trains (`Sink.changes`): `changes` maps each name
+to {"old", "new"}, or `error` (and `errors` by name) says why it was refused and nothing changed; `id` is the
+request's, when it had one).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-LIFECYCLE_KINDS = ("started", "checkpoint", "video", "finished", "failed")
+LIFECYCLE_KINDS = ("started", "checkpoint", "video", "hyperparameters", "finished", "failed")
 METRIC_KINDS = ("episode", "train", "eval", "time")
 
 
@@ -34,6 +39,12 @@ class Sink:
 
     def should_stop(self) -> bool:
         return False
+
+    def changes(self) -> list[dict]:
+        """Hyperparameter changes asked for since the last call; the runner asks with `should_stop` (every
+        STOP_POLL_SECONDS). Each is {"values": {name: value}} with an optional "id" (echoed in its event) and an
+        optional "step": apply it once the run reaches that env step (a resumed run replaying a change)."""
+        return []
 
     def close(self) -> None:
         pass
@@ -112,23 +123,32 @@ class MultiSink(Sink):
     def should_stop(self) -> bool:
         return any(sink.should_stop() for sink in self.sinks)
 
+    def changes(self) -> list[dict]:
+        return [change for sink in self.sinks for change in sink.changes()]
+
     def close(self) -> None:
         for sink in self.sinks:
             sink.close()
 
 
 class ListSink(Sink):
-    """Keeps every event in memory (for tests and notebooks); `stop_after` stops the run at a step."""
+    """Keeps every event in memory (for tests and notebooks); `stop_after` stops the run at a step; `changes`
+    are hyperparameter changes handed to the runner at its first poll (give each a "step" to time it)."""
 
-    def __init__(self, stop_after: int | None = None):
+    def __init__(self, stop_after: int | None = None, changes: list[dict] | None = None):
         self.events: list[dict] = []
         self.stop_after = stop_after
+        self.requested = list(changes or [])
 
     def emit(self, event: dict) -> None:
         self.events.append(event)
 
     def should_stop(self) -> bool:
         return self.stop_after is not None and bool(self.events) and self.events[-1]["step"] >= self.stop_after
+
+    def changes(self) -> list[dict]:
+        requested, self.requested = self.requested, []
+        return requested
 
     def of_kind(self, kind: str) -> list[dict]:
         return [event for event in self.events if event["kind"] == kind]

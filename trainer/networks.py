@@ -8,17 +8,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional as F
 
-
-def parse_hidden_layers(text: str) -> tuple[int, ...]:
-    """"256,256" -> (256, 256); an empty string means no hidden layer. Raises ValueError."""
-    parts = [part.strip() for part in str(text).split(",") if part.strip()]
-    try:
-        sizes = tuple(int(part) for part in parts)
-    except ValueError:
-        raise ValueError("must be whole numbers separated by commas, e.g. 256,256") from None
-    if any(size < 1 or size > 65536 for size in sizes) or len(sizes) > 16:
-        raise ValueError("needs 0 to 16 layers of 1 to 65536 units, e.g. 256,256")
-    return sizes
+from trainer.params import parse_hidden_layers  # noqa: F401  (networks' users take it from here too)
 
 
 def is_image_space(space: spaces.Space) -> bool:
@@ -34,7 +24,10 @@ def image_channels_first(shape: tuple[int, ...]) -> bool:
 class NatureCNN(nn.Module):
     """The convolutional torso of Mnih et al. 2015: three conv layers and a 512-unit linear layer.
 
-    Takes uint8 images and scales them to [0, 1] on the device, so replay keeps bytes.
+    Takes uint8 images and scales them to [0, 1] on the device, so replay keeps bytes. On a CPU the
+    images go through the convolutions in channels-last (NHWC) layout, where oneDNN computes the first
+    layer's weight gradient (4 input channels) about 1.8x as fast; a whole Atari DQN update gained about
+    4% (docs/benchmarks.md). The values are the same to float32 rounding.
     """
 
     def __init__(self, shape: tuple[int, ...], output_size: int = 512):
@@ -63,8 +56,12 @@ class NatureCNN(nn.Module):
         if images.dim() == 3:  # a batch of single-channel frames
             images = images.unsqueeze(1)
         elif not self.channels_first:
-            images = images.permute(0, 3, 1, 2)
-        return self.linear(self.convolutions(images.float() / 255.0))
+            images = images.permute(0, 3, 1, 2)  # (H, W, C) frames: already channels-last in memory
+        if images.device.type == "cpu":
+            images = images.contiguous(memory_format=torch.channels_last)  # on the bytes: a quarter of the copy
+        # uint8 / float gives float32 in one pass (no separate conversion); Flatten reads NHWC back in
+        # (C, H, W) order, so the linear layer sees the same features in either layout
+        return self.linear(self.convolutions(images / 255.0))
 
 
 class ObservationEncoder(nn.Module):
@@ -120,63 +117,6 @@ def run_layers(layers: list[nn.Module], x: torch.Tensor) -> torch.Tensor:
             x = layer(x)
         fresh = type(layer) is nn.Linear
     return x
-
-
-def plain_forward(linears: list[nn.Linear], x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Linear layers with a ReLU after each but the last: the output and each layer's input, which
-    `plain_backward` needs."""
-    inputs = []
-    for i, layer in enumerate(linears):
-        inputs.append(x)
-        x = torch.addmm(layer.bias, x, layer.weight.t())
-        if i < len(linears) - 1:
-            x = x.relu_()
-    return x, inputs
-
-
-def plain_backward(linears: list[nn.Linear], inputs: list[torch.Tensor], gradient: torch.Tensor) -> None:
-    """The backward pass of `plain_forward` for the output gradient `gradient`: writes each layer's
-    weight and bias gradients into their `.grad` (overwriting them), with autograd's arithmetic."""
-    for i in reversed(range(len(linears))):
-        torch.mm(gradient.t(), inputs[i], out=linears[i].weight.grad)
-        torch.sum(gradient, dim=0, out=linears[i].bias.grad)
-        if i:  # back through the ReLU: zero where its output is not positive
-            gradient = gradient @ linears[i].weight
-            gradient = torch.ops.aten.threshold_backward.grad_input(gradient, inputs[i], 0, grad_input=gradient)
-
-
-class NumpyMLP:
-    """A Linear/ReLU/Tanh MLP evaluated with numpy on views of its parameters, for acting a step at a time.
-
-    At a batch of one, torch's per-call overhead is most of a small network's forward pass (about
-    120 us against 17 us with numpy for a 4-256-256-2 MLP on one CPU core). The views share the
-    parameters' memory, so in-place updates (optimizer steps, `load_state_dict`) show through at once;
-    build this after anything that reassigns `.data` (such as `FlatParameters`).
-    """
-
-    def __init__(self, layers: list[nn.Module]):
-        if not self.supports(layers):
-            raise ValueError("NumpyMLP takes CPU float32 Linear (with bias), ReLU and Tanh layers only")
-        self.steps = [(layer.weight.detach().numpy().T, layer.bias.detach().numpy()) if type(layer) is nn.Linear
-                      else type(layer) for layer in layers]
-
-    @staticmethod
-    def supports(layers: list[nn.Module]) -> bool:
-        linears = [layer for layer in layers if type(layer) is nn.Linear]
-        return (all(type(layer) in (nn.Linear, nn.ReLU, nn.Tanh) for layer in layers) and bool(linears)
-                and all(layer.bias is not None and layer.weight.device.type == "cpu"
-                        and layer.weight.dtype == torch.float32 for layer in linears))
-
-    def __call__(self, observations: np.ndarray) -> np.ndarray:
-        x = np.asarray(observations, dtype=np.float32).reshape(len(observations), -1)
-        for step in self.steps:
-            if step is nn.ReLU:
-                x = np.maximum(x, 0, out=x)
-            elif step is nn.Tanh:
-                x = np.tanh(x, out=x)
-            else:
-                x = x @ step[0] + step[1]
-        return x
 
 
 def mlp(input_size: int, hidden_sizes: tuple[int, ...], output_size: int | None, activation=nn.ReLU,
@@ -248,48 +188,3 @@ def reset_noise(module: nn.Module) -> None:
     for layer in module.modules():
         if isinstance(layer, NoisyLinear):
             layer.reset_noise()
-
-
-class FlatParameters:
-    """Makes `parameters` (and their gradients) views into one contiguous tensor, `self.param`.
-
-    The optimizer and gradient clipping then handle one tensor instead of one per layer. With small
-    networks on a CPU, those per-tensor calls cost as much as the maths (about a third of a PPO
-    minibatch update for 64x64 MLPs). Gradients accumulate in place into the views, so zero them with
-    `zero_grad()` (never by setting them to None), and move the module to its device before this.
-    Parameters that are never trained (a target network) take `gradients=False`.
-    """
-
-    def __init__(self, parameters, gradients: bool = True):
-        parameters = list(parameters)
-        self.param = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in parameters]), requires_grad=gradients)
-        if gradients:
-            self.param.grad = torch.zeros_like(self.param)
-        offset = 0
-        for p in parameters:
-            size = p.numel()
-            p.data = self.param.data[offset:offset + size].view_as(p)
-            if gradients:
-                p.grad = self.param.grad[offset:offset + size].view_as(p)
-            offset += size
-
-    def zero_grad(self) -> None:
-        self.param.grad.zero_()
-
-
-@torch.no_grad()
-def clip_grad_norm(flats: list[FlatParameters], max_norm: float) -> torch.Tensor:
-    """`nn.utils.clip_grad_norm_` over the gradients of `flats`, with the same arithmetic in a few tensor
-    ops (the general version costs as much as a third of a small network's backward pass)."""
-    grads = [flat.param.grad for flat in flats]
-    norms = [torch.linalg.vector_norm(grad) for grad in grads]
-    total = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms))
-    if total.device.type == "cpu":  # a Python number is cheaper than four tensor ops (on a GPU it would sync)
-        scale = min(1.0, max_norm / (float(total) + 1e-6))
-        if scale == 1.0:
-            return total
-    else:
-        scale = (max_norm / (total + 1e-6)).clamp_(max=1.0)
-    for grad in grads:
-        grad.mul_(scale)
-    return total

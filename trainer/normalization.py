@@ -1,6 +1,6 @@
 """Running normalisation of observations and rewards, saved in checkpoints as small JSON state.
 
-The statistics are updated while training and frozen for evaluation and prediction (ALGORITHMS.md, P5):
+The statistics are updated while training and frozen for evaluation and prediction (docs/algorithms.md, P5):
 an agent loaded from a checkpoint must see observations scaled exactly as they were when it was saved.
 `state_dict()` / `load_state_dict()` give and take plain lists and floats for `Agent.extra_state`.
 """
@@ -86,7 +86,7 @@ class RewardNormalizer:
     """Divides rewards by the running standard deviation of the discounted return, then clips.
 
     The return is accumulated per sub-env with the algorithm's own discount and reset at every episode
-    end, as in Gymnasium's NormalizeReward and SB3's VecNormalize (ALGORITHMS.md, P5: use the same gamma).
+    end, as in Gymnasium's NormalizeReward and SB3's VecNormalize (docs/algorithms.md, P5: use the same gamma).
     The mean is not subtracted: shifting rewards would change which policy is optimal.
     """
 

@@ -37,74 +37,47 @@ class RMSpropTFLike(torch.optim.Optimizer):
         return loss
 
 
-def check_flat_groups(optimizer: torch.optim.Optimizer) -> None:
-    if any(len(group["params"]) != 1 for group in optimizer.param_groups):
-        raise ValueError(f"{type(optimizer).__name__} takes parameter groups of one flat tensor each")
+class SavedAsOne:
+    """Several optimizers that a checkpoint saves and loads as one, their parameter groups in order.
 
-
-def needs_torchs_step(optimizer: torch.optim.Optimizer, closure) -> bool:
-    """A closure, or a first step (which creates the state as torch does), goes through torch's step()."""
-    return closure is not None or any(not optimizer.state[group["params"][0]] for group in optimizer.param_groups)
-
-
-class FlatAdam(torch.optim.Adam):
-    """torch's fused Adam for parameter groups of one flat tensor each (`trainer.networks.FlatParameters`),
-    stepping each group with one direct kernel call.
-
-    For small networks on a CPU, `torch.optim.Adam.step()` spends twice the kernel's own time in
-    bookkeeping (hooks, grouping tensors by device). Same arithmetic, state and `state_dict` as
-    `torch.optim.Adam(..., fused=True)`; the first step goes through torch to create the state.
+    SAC and TD3 step their critic and their actor with separate optimizers; saved as one, their
+    checkpoints keep the layout of the single optimizer with one group per network that they were
+    written with before, so checkpoints from either version load into the other. Only what a checkpoint
+    needs: `param_groups`, `state`, `state_dict()` and `load_state_dict()`.
     """
 
-    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, fused=True)
-        check_flat_groups(self)
+    def __init__(self, *optimizers: torch.optim.Optimizer):
+        self.optimizers = optimizers
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        if needs_torchs_step(self, closure):
-            return super().step(closure)
-        for group in self.param_groups:
-            param = group["params"][0]
-            if param.grad is None:  # as in torch's step: a parameter without a gradient is left as it is
-                continue
-            state = self.state[param]
-            state["step"] += 1
-            beta1, beta2 = group["betas"]
-            torch._fused_adam_([param], [param.grad], [state["exp_avg"]], [state["exp_avg_sq"]], [], [state["step"]],
-                               amsgrad=False, lr=group["lr"], beta1=beta1, beta2=beta2,
-                               weight_decay=group["weight_decay"], eps=group["eps"], maximize=False)
-        return None
+    @property
+    def param_groups(self) -> list[dict]:
+        return [group for optimizer in self.optimizers for group in optimizer.param_groups]
 
-    # torch wraps an optimizer's step() for profiling and step hooks unless it is marked as hooked; here
-    # the wrapper would cost as much as the kernel (step hooks are not supported)
-    step.hooked = True
+    @property
+    def state(self) -> dict:
+        return {param: state for optimizer in self.optimizers for param, state in optimizer.state.items()}
 
+    def state_dict(self) -> dict:
+        """One state dict, each optimizer's parameter indices shifted past the ones before it."""
+        state, groups, offset = {}, [], 0
+        for optimizer in self.optimizers:
+            own = optimizer.state_dict()
+            state.update({offset + index: slots for index, slots in own["state"].items()})
+            groups += [{**group, "params": [offset + index for index in group["params"]]}
+                       for group in own["param_groups"]]
+            offset += sum(len(group["params"]) for group in own["param_groups"])
+        return {"state": state, "param_groups": groups}
 
-class FlatRMSprop(torch.optim.RMSprop):
-    """torch's RMSprop for parameter groups of one flat tensor each (`trainer.networks.FlatParameters`),
-    stepping each group with three in-place tensor calls.
-
-    A2C takes a step every 40 env steps, so `torch.optim.RMSprop.step()`'s bookkeeping (about 140 us a
-    call, ten times the arithmetic) is a noticeable part of its training time. Same arithmetic, state
-    and `state_dict` as `torch.optim.RMSprop` without momentum, centering or weight decay.
-    """
-
-    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8):
-        super().__init__(params, lr=lr, alpha=alpha, eps=eps, foreach=False)
-        check_flat_groups(self)
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        if needs_torchs_step(self, closure):
-            return super().step(closure)
-        for group in self.param_groups:
-            param = group["params"][0]
-            state = self.state[param]
-            state["step"] += 1
-            square_avg = state["square_avg"]
-            square_avg.mul_(group["alpha"]).addcmul_(param.grad, param.grad, value=1 - group["alpha"])
-            param.addcdiv_(param.grad, square_avg.sqrt().add_(group["eps"]), value=-group["lr"])
-        return None
-
-    step.hooked = True  # as FlatAdam: no profiling wrapper
+    def load_state_dict(self, state_dict: dict) -> None:
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError(f"the state has {len(groups)} parameter groups, the optimizers {len(self.param_groups)}")
+        for optimizer in self.optimizers:
+            own, groups = groups[:len(optimizer.param_groups)], groups[len(optimizer.param_groups):]
+            indices = [index for group in own for index in group["params"]]
+            renumbered = {index: number for number, index in enumerate(indices)}
+            optimizer.load_state_dict({
+                "state": {renumbered[index]: state_dict["state"][index] for index in indices
+                          if index in state_dict["state"]},
+                "param_groups": [{**group, "params": [renumbered[index] for index in group["params"]]}
+                                 for group in own]})

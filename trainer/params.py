@@ -13,6 +13,68 @@ from dataclasses import dataclass
 from typing import Any
 
 
+MAX_MAGNITUDE = 10**12  # the largest number any hyperparameter takes, whatever its own bounds
+
+BEFORE = "rlweb before 2026-11"  # our own earlier spelling: stored experiments and old checkpoints use it
+SB3 = "stable-baselines3"
+
+
+def net_arch_text(value):
+    """stable-baselines3's `net_arch` ([64, 64], or {"pi": [..], "qf": [..]} with the same sizes) as our
+    "64,64"; anything else goes on to the hyperparameter's own parsing, which refuses it."""
+    if isinstance(value, dict) and value and all(layers == next(iter(value.values())) for layers in value.values()):
+        value = next(iter(value.values()))
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(size) for size in value)
+    return value
+
+
+def schedule_from_annealing(value):
+    """Our DDPG's old `lr_annealing` switch as the `lr_schedule` every other algorithm has."""
+    try:
+        return "linear" if Param("lr_annealing", bool, False, "").parse(value) else "constant"
+    except ValueError:
+        return value
+
+
+# One name per idea across algorithms. Every other spelling of it (ours before, the source documents',
+# stable-baselines3's) is accepted wherever a config is built: the form, the command line, the Python API,
+# stored experiments and checkpoints. alias -> (our name, where the alias comes from, value conversion).
+# An alias applies to an algorithm whose config has our name and no field of the alias's own name.
+ALIASES: dict[str, tuple[str, str, Any]] = {
+    "adam_epsilon": ("optimizer_epsilon", BEFORE, None),
+    "adam_eps": ("optimizer_epsilon", BEFORE, None),
+    "optimizer_eps": ("optimizer_epsilon", BEFORE, None),
+    "target_update_tau": ("tau", BEFORE, None),
+    "target_alpha": ("tau", "Lightning Bolts", None),
+    "n_step": ("n_step_return", BEFORE, None),
+    "lr_pi": ("policy_learning_rate", "pytorchrl", None),
+    "mu_lr": ("policy_learning_rate", "rlib", None),
+    "lr_v": ("critic_learning_rate", "pytorchrl", None),
+    "q_learning_rate": ("critic_learning_rate", BEFORE, None),
+    "q_lr": ("critic_learning_rate", "rlib", None),
+    "value_learning_rate": ("critic_learning_rate", BEFORE, None),
+    "entropy_beta": ("entropy_coef", "Lightning Bolts", None),
+    "ent_coef": ("entropy_coef", SB3, None),
+    "critic_beta": ("value_coef", "Lightning Bolts", None),
+    "vf_coef": ("value_coef", SB3, None),
+    "normalize_observation": ("normalize_observations", BEFORE, None),
+    "norm_obs": ("normalize_observations", "stable-baselines3 VecNormalize", None),
+    "normalize_reward": ("normalize_rewards", BEFORE, None),
+    "norm_reward": ("normalize_rewards", "stable-baselines3 VecNormalize", None),
+    "train_freq": ("train_frequency", SB3, None),
+    "num_updates_per_iter": ("gradient_steps", "rlib", None),
+    "replay_size": ("buffer_size", "Lightning Bolts", None),
+    "warm_start_size": ("learning_starts", "Lightning Bolts", None),
+    "sync_rate": ("target_update_interval", "Lightning Bolts", None),
+    "policy_delay": ("delay_policy_update", SB3, None),
+    "target_policy_noise": ("target_noise", SB3, None),
+    "lr_annealing": ("lr_schedule", BEFORE, schedule_from_annealing),
+    "net_arch": ("hidden_layers", SB3, net_arch_text),
+    "n_envs": ("num_envs", SB3, None),
+}
+
+
 class ConfigError(ValueError):
     """Bad hyperparameters or environment: `errors` maps a field name (or "env_id") to a message."""
 
@@ -21,10 +83,13 @@ class ConfigError(ValueError):
         super().__init__("; ".join(f"{name}: {message}" for name, message in self.errors.items()))
 
 
-def param(default, help: str, *, low=None, high=None, low_inclusive=True, high_inclusive=True, choices=None):
-    """A config field with its schema: `low`/`high` bound numbers, `choices` lists allowed strings."""
+def param(default, help: str, *, low=None, high=None, low_inclusive=True, high_inclusive=True, choices=None,
+          aliases: dict[str, str] | None = None, live: bool = False):
+    """A config field with its schema: `low`/`high` bound numbers, `choices` lists allowed strings, `aliases`
+    maps other spellings that only this algorithm accepts for it to where they come from (see ALIASES), `live`
+    says that a running run may change it (`check_live_changes`, `Agent.apply_live_changes`)."""
     metadata = dict(help=help, low=low, high=high, low_inclusive=low_inclusive, high_inclusive=high_inclusive,
-                    choices=tuple(choices) if choices else None)
+                    choices=tuple(choices) if choices else None, aliases=dict(aliases or {}), live=live)
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -39,6 +104,8 @@ class Param:
     low_inclusive: bool = True
     high_inclusive: bool = True
     choices: tuple | None = None
+    aliases: tuple[tuple[str, str], ...] = ()  # (other spelling, where it comes from), accepted as this name
+    live: bool = False  # safe to change while the run trains (a learning rate, not a network's size)
 
     def parse(self, raw: Any) -> Any:
         """Convert `raw` (a string from a form or command line, or a Python value) and check its bounds."""
@@ -46,6 +113,8 @@ class Param:
         if self.choices is not None and value not in self.choices:
             raise ValueError(f"must be one of {', '.join(map(str, self.choices))}")
         if self.type in (int, float):
+            if abs(value) > MAX_MAGNITUDE:  # no setting needs more; 1e308 or a 309-digit step count is a typo
+                raise ValueError(f"must be between -{MAX_MAGNITUDE:.0e} and {MAX_MAGNITUDE:.0e}")
             if self.low is not None and (value < self.low or (value == self.low and not self.low_inclusive)):
                 raise ValueError(f"must be {'at least' if self.low_inclusive else 'greater than'} {self.low}")
             if self.high is not None and (value > self.high or (value == self.high and not self.high_inclusive)):
@@ -97,20 +166,98 @@ class Param:
         """The schema as plain JSON, for the web form's help text and the API."""
         return dict(name=self.name, type=self.type.__name__, default=self.default, help=self.help, low=self.low,
                     high=self.high, low_inclusive=self.low_inclusive, high_inclusive=self.high_inclusive,
-                    choices=list(self.choices) if self.choices else None)
+                    choices=list(self.choices) if self.choices else None, aliases=dict(self.aliases),
+                    live=self.live)
+
+    def aliases_text(self) -> str:
+        """The upstream names, for help texts: "Also accepted as ent_coef (stable-baselines3)." or "". Our own
+        earlier names are accepted too, without a word (README, "Hyperparameter names")."""
+        upstream = [f"{alias} ({source})" for alias, source in self.aliases if source != BEFORE]
+        return f"Also accepted as {', '.join(upstream)}." if upstream else ""
 
 
 def schema(config_class) -> list[Param]:
     """The `Param`s of a config dataclass, in declaration order."""
     hints = typing.get_type_hints(config_class)
+    aliases = aliases_of(config_class)
     params = []
     for field in dataclasses.fields(config_class):
         meta = field.metadata
         params.append(Param(name=field.name, type=hints[field.name], default=field.default, help=meta.get("help", ""),
                             low=meta.get("low"), high=meta.get("high"),
                             low_inclusive=meta.get("low_inclusive", True),
-                            high_inclusive=meta.get("high_inclusive", True), choices=meta.get("choices")))
+                            high_inclusive=meta.get("high_inclusive", True), choices=meta.get("choices"),
+                            live=meta.get("live", False),
+                            aliases=tuple((alias, source) for alias, (name, source, _) in aliases.items()
+                                          if name == field.name)))
     return params
+
+
+def aliases_of(config_class) -> dict[str, tuple[str, str, Any]]:
+    """The ALIASES that apply to a config class, with the ones its fields declare (`param(aliases=...)`)."""
+    names = {field.name for field in dataclasses.fields(config_class)}
+    aliases = {alias: target for alias, target in ALIASES.items() if target[0] in names and alias not in names}
+    for field in dataclasses.fields(config_class):
+        for alias, source in field.metadata.get("aliases", {}).items():
+            aliases[alias] = (field.name, source, None)
+    return aliases
+
+
+def canonical_names(config_class, values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with every alias replaced by our name (and its value converted where the alias's differs);
+    ConfigError when one setting comes twice, under two names."""
+    aliases = aliases_of(config_class)
+    renamed, errors, given_as = {}, {}, {}
+    for key, value in values.items():
+        name, _, convert = aliases.get(key, (key, None, None))
+        if name in renamed:
+            errors[name] = f"given twice: as {given_as[name]} and as {key}"
+            continue
+        renamed[name], given_as[name] = (convert(value) if convert else value), key
+    if errors:
+        raise ConfigError(errors)
+    return renamed
+
+
+def parse_hidden_layers(text: str) -> tuple[int, ...]:
+    """"256,256" -> (256, 256); "none" (or an empty string) means no hidden layer. Raises ValueError."""
+    if str(text).strip().lower() == "none":
+        return ()
+    parts = [part.strip() for part in str(text).split(",") if part.strip()]
+    try:
+        sizes = tuple(int(part) for part in parts)
+    except ValueError:
+        raise ValueError("must be whole numbers separated by commas, e.g. 256,256, or none") from None
+    if any(size < 1 or size > 65536 for size in sizes) or len(sizes) > 16:
+        raise ValueError("needs 0 to 16 layers of 1 to 65536 units, e.g. 256,256")
+    return sizes
+
+
+VECTORIZATIONS = ("sync", "async")
+
+
+def vectorization_param():
+    """The `vectorization` field of every algorithm that steps several envs: in this process one after the
+    other (sync), or each in a process of its own (async: Gymnasium's AsyncVectorEnv)."""
+    return param("sync", "How the envs are stepped: one after the other in the training process (sync), or each "
+                         "in a process of its own (async). Async pays when one env step is slow (Atari, MuJoCo, "
+                         "Box2D) and there are cores to spare; for cheap envs such as CartPole, sync is faster.",
+                 choices=VECTORIZATIONS)
+
+
+def shared_checks(config) -> dict[str, str]:
+    """The checks that mean the same in every algorithm: layer sizes that parse (`hidden_layers`,
+    `rnd_hidden_layers`), and a batch no bigger than the replay buffer it is drawn from."""
+    errors = {}
+    for field in dataclasses.fields(config):
+        if field.name.endswith("hidden_layers"):
+            try:
+                parse_hidden_layers(getattr(config, field.name))
+            except ValueError as error:
+                errors[field.name] = str(error)
+    if getattr(config, "batch_size", 0) > getattr(config, "buffer_size", math.inf):
+        errors["batch_size"] = f"must not exceed the buffer size ({config.buffer_size})"
+    return errors
 
 
 def build_config(config_class, values: dict[str, Any]):
@@ -119,6 +266,7 @@ def build_config(config_class, values: dict[str, Any]):
     Raises ConfigError listing every bad field, so a form can show each message next to its field.
     """
     params = {p.name: p for p in schema(config_class)}
+    values = canonical_names(config_class, values)
     errors: dict[str, str] = {}
     unknown = sorted(set(values) - set(params))
     for name in unknown:
@@ -133,9 +281,27 @@ def build_config(config_class, values: dict[str, Any]):
     if errors:
         raise ConfigError(errors)
     config = config_class(**parsed)
-    check = getattr(config, "check", None)
-    if check is not None:
-        errors = check()
-        if errors:
-            raise ConfigError(errors)
+    check = getattr(config, "check", None)  # the algorithm's own cross-field checks
+    errors = {**(check() if check is not None else {}), **shared_checks(config)}
+    if errors:
+        raise ConfigError(errors)
     return config
+
+
+NOT_LIVE = "cannot be changed while the run trains"
+
+
+def check_live_changes(config_class, current: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
+    """The changes `requested` of a running run whose hyperparameters are `current`, parsed and checked as a new
+    config would be (bounds, the algorithm's own cross-field checks): {name: new value}, our names. ConfigError,
+    keyed by name, for a hyperparameter that is not live, a bad value, or none asked for."""
+    requested = canonical_names(config_class, requested)
+    params = {p.name: p for p in schema(config_class)}
+    errors = {name: NOT_LIVE if name in params else "unknown hyperparameter"
+              for name in requested if name not in params or not params[name].live}
+    if not requested:
+        errors["hyperparameters"] = "no change asked for"
+    if errors:
+        raise ConfigError(errors)
+    config = build_config(config_class, {**canonical_names(config_class, current), **requested})
+    return {name: getattr(config, name) for name in requested}

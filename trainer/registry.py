@@ -1,11 +1,18 @@
-"""The algorithm registry: each algorithm's name, family, description, config schema and agent class."""
+"""The algorithm registry: each algorithm's name, family, description, config schema and agent class.
+
+Each algorithm module registers its specs here when it is imported, and this module imports none of
+them (they import it). `trainer/__init__.py` imports `trainer.algorithms`, which imports every
+algorithm module, and Python runs it before any `trainer.*` module: so by the time anything can call
+`get_spec`, every algorithm is registered.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from trainer.envs import env_spaces, space_name
-from trainer.params import ConfigError, Param, build_config, schema
+from trainer.params import ConfigError, Param, build_config, canonical_names, schema
+from trainer.resources import check_memory
 
 # The families algorithms are grouped by (the web form's <optgroup>s, `python -m trainer list`), in order
 DQN_FAMILY = "DQN family"
@@ -34,6 +41,8 @@ class AlgorithmSpec:
         return [_with_default(p, overrides[p.name]) if p.name in overrides else p for p in schema(self.config_class)]
 
     def build_config(self, hyperparameters: dict):
+        # aliases first, so that an alias of a preset's name overrides the preset instead of clashing with it
+        hyperparameters = canonical_names(self.config_class, hyperparameters)
         return build_config(self.config_class, {**dict(self.presets), **hyperparameters})
 
     def check_spaces(self, observation_space, action_space) -> None:
@@ -62,24 +71,17 @@ def register(spec: AlgorithmSpec) -> AlgorithmSpec:
     return spec
 
 
-def _load_all() -> None:
-    import trainer.algorithms  # noqa: F401  (each module registers its algorithms on import)
-
-
 def algorithm_names() -> list[str]:
-    _load_all()
     return list(_REGISTRY)
 
 
 def algorithms_by_family() -> list[tuple[str, list[AlgorithmSpec]]]:
     """The registered algorithms grouped by family, families in FAMILIES order, empty ones left out."""
-    _load_all()
     groups = [(family, [spec for spec in _REGISTRY.values() if spec.family == family]) for family in FAMILIES]
     return [(family, specs) for family, specs in groups if specs]
 
 
 def get_spec(name: str) -> AlgorithmSpec:
-    _load_all()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -103,6 +105,8 @@ def validate(algorithm: str, env_id: str, hyperparameters: dict) -> dict:
         spec.check_spaces(observation_space, action_space)
         if spec.check_env is not None and config is not None:
             errors.update(spec.check_env(config, observation_space, action_space))
+        if config is not None and not errors:  # bounded before anything is built or queued
+            check_memory(spec, config, observation_space, action_space, env_id)
     except ConfigError as error:
         errors.update(error.errors)
     if errors:

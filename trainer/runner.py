@@ -5,17 +5,40 @@ videos, asks the sink whether to stop, and reports everything as events. Algorit
 
 from __future__ import annotations
 
+import math
 import time
 import traceback
 from collections import defaultdict
 from pathlib import Path
 
+import gymnasium as gym
+import torch
+
 from trainer.envs import make_env
 from trainer.events import Sink, make_event
+from trainer.params import ConfigError
 from trainer.video import CannotRender, record_episode, video_env
 
-STOP_POLL_SECONDS = 0.5  # how often the sink is asked whether to stop (a Redis GET in the web app)
+STOP_POLL_SECONDS = 0.5  # how often the sink is asked whether to stop, and for changes (Redis calls in the web app)
 TIME_EVENT_SECONDS = 2.0  # how often throughput is reported
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on: the loss became NaN, the environment raised, memory ran out, or the final
+    checkpoint could not be written. The message says what happened, for the run's page."""
+
+
+def training_error(error: Exception, step: int, env_id: str) -> TrainingError | None:
+    """A clear TrainingError for an error the user can act on (None for others, reported as they are)."""
+    if isinstance(error, TrainingError):
+        return error
+    if isinstance(error, (MemoryError, torch.OutOfMemoryError)):
+        return TrainingError(f"out of memory at step {step:,} ({type(error).__name__}: {error}): use a smaller "
+                             f"replay buffer (buffer_size), batch or network, or fewer envs")
+    frames = traceback.walk_tb(error.__traceback__)
+    if any(isinstance(frame.f_locals.get("self"), (gym.Env, gym.vector.VectorEnv)) for frame, _ in frames):
+        return TrainingError(f"the environment {env_id} raised {type(error).__name__} at step {step:,}: {error}")
+    return None
 
 
 class Runner:
@@ -42,6 +65,7 @@ class Runner:
         self.last_eval: dict | None = None
         self._train_sums: dict[str, float] = defaultdict(float)
         self._train_counts: dict[str, int] = defaultdict(int)
+        self._changes: list[dict] = []  # hyperparameter changes asked for, waiting for their step
         self._eval_env = None
         self._video_env = None  # made at the first recording; False once the env turned out not to render
         self._start_clock()
@@ -80,20 +104,64 @@ class Runner:
         now = time.monotonic()
         if now >= self._next_time_event:
             self._time_event(now)
-        if now >= self._next_stop_poll:
-            self._next_stop_poll = now + STOP_POLL_SECONDS
-            if self.sink.should_stop():
-                self.stopped = True
-        return not self.stopped and after < self.end_step
+        if self._changes:
+            self._apply_due_changes()
+        return not self.should_stop() and after < self.end_step
+
+    def should_stop(self) -> bool:
+        """Whether the run was asked to stop. Asks the sink at most every STOP_POLL_SECONDS, so it is cheap
+        enough to call between gradient updates and env steps: every long loop calls it (cancel within 2 s).
+        The same poll takes the hyperparameter changes asked for, and applies those that are due."""
+        if not self.stopped:
+            now = time.monotonic()
+            if now >= self._next_stop_poll:
+                self._next_stop_poll = now + STOP_POLL_SECONDS
+                self.stopped = bool(self.sink.should_stop())
+                self._take_changes()
+        return self.stopped
+
+    # --- hyperparameters changed while the run trains ------------------------------------------------------
+    def _take_changes(self) -> None:
+        self._changes += self.sink.changes()
+        if self._changes:
+            self._apply_due_changes()
+
+    def _apply_due_changes(self) -> None:
+        """Apply the changes asked for whose step has come (those without one at once), in the order asked."""
+        steps = self.agent.steps_done
+        due = [change for change in self._changes if int(change.get("step") or 0) <= steps]
+        self._changes = [change for change in self._changes if int(change.get("step") or 0) > steps]
+        for change in due:
+            self._apply_change(change)
+
+    def _apply_change(self, change: dict) -> None:
+        """Check a change as the form would (trainer.params.check_live_changes), apply it to the agent and report
+        a `hyperparameters` event: the old and new values, or the error (nothing changed, the run goes on)."""
+        named = {"id": change["id"]} if change.get("id") is not None else {}
+        requested = dict(change.get("values") or {})
+        try:
+            values = self.agent.check_live_changes(requested)
+        except ConfigError as error:
+            self.emit("hyperparameters", {**named, "error": str(error), "errors": error.errors,
+                                          "requested": {name: str(value) for name, value in requested.items()}})
+            return
+        old = self.agent.apply_live_changes(values, self.progress)
+        self.emit("hyperparameters", {**named, "changes": {name: {"old": old[name], "new": value}
+                                                           for name, value in values.items()}})
 
     def episode(self, episode_return: float, length: int, **values) -> None:
         self.emit("episode", {"rollout/episode_return": float(episode_return), "rollout/episode_length": int(length),
                               **values})
 
     def record(self, values: dict) -> None:
-        """Training metrics (`train/...`); averaged and sent every `log_interval` env steps."""
+        """Training metrics (`train/...`); averaged and sent every `log_interval` env steps. A loss that is
+        NaN or infinite ends the run (TrainingError) before any checkpoint holds the weights it spoilt."""
         for key, value in values.items():
-            self._train_sums[key] += float(value)
+            value = float(value)
+            if not math.isfinite(value) and ("loss" in key or "td_error" in key):
+                raise TrainingError(f"the loss became {value} at step {self.steps:,} ({key}): lower the learning "
+                                    f"rate, scale or clip the rewards, or clip the gradients (max_grad_norm)")
+            self._train_sums[key] += value
             self._train_counts[key] += 1
 
     def emit(self, kind: str, values: dict, seconds: float | None = None) -> None:
@@ -106,9 +174,13 @@ class Runner:
         self.emit("started", {"algorithm": self.agent.name, "env_id": self.agent.env_id,
                               "device": str(self.agent.device), "seed": self.agent.seed,
                               "start_step": self.start_step, "end_step": self.end_step,
-                              "hyperparameters": self.agent.hyperparameters()})
+                              "hyperparameters": self.agent.hyperparameters(),
+                              "notes": self.agent.notes()})
         try:
             if self.agent.steps_done < self.end_step and not self.sink.should_stop():
+                self._take_changes()  # asked for before this attempt started (a resumed run's, replayed)
+                if self.agent.eval_due:  # the evaluation at this step was interrupted by the stop that ended
+                    self._evaluate()     # the attempt before: the history gets it before training goes on
                 self.agent.train(self)
             else:
                 self.stopped = self.agent.steps_done < self.end_step
@@ -117,11 +189,15 @@ class Runner:
                 self._evaluate()
             if self.video_interval and not self.stopped:
                 self._record_video()
-            final = self._checkpoint("final.zip", "final") if self.checkpoint_dir else None
+            final = self._checkpoint("final.zip", "final", required=True) if self.checkpoint_dir else None
         except Exception as error:
-            self.emit("failed", {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc(),
+            clear = training_error(error, self.agent.steps_done, self.agent.env_id)
+            self.emit("failed", {"error": str(clear) if clear else f"{type(error).__name__}: {error}",
+                                 "traceback": traceback.format_exc(),
                                  "seconds": round(time.monotonic() - self._started, 3)})
-            raise
+            if clear is None or clear is error:
+                raise
+            raise clear from error
         finally:
             self.agent.seconds_trained = self._clock()
             for env in (self._eval_env, self._video_env):
@@ -143,7 +219,10 @@ class Runner:
             seed = self.agent.seed + 1_000_003
         else:
             seed = None  # later evaluations continue the eval env's own random stream
-        result = self.agent.evaluate(self.eval_episodes, seed=seed, env=self._eval_env)
+        result = self.agent.evaluate(self.eval_episodes, seed=seed, env=self._eval_env, should_stop=self.should_stop)
+        self.agent.eval_due = result is None  # interrupted by a stop: not reported, done when the run resumes
+        if result is None:
+            return
         self.last_eval = result
         self.emit("eval", {"eval/return_mean": result["mean"], "eval/return_std": result["std"],
                            "eval/length_mean": result["length_mean"]})
@@ -154,7 +233,9 @@ class Runner:
 
     def _record_video(self) -> None:
         """One greedy episode as an mp4 and a `video` event; an env that cannot render is reported once
-        (a `video` event with an `error`) and recording stops, the run goes on."""
+        (a `video` event with an `error`) and recording stops, the run goes on. A video that cannot be
+        written (disk full, permissions) is reported as a `video` event with `error` and `step`, and the
+        next one is tried; a stop abandons the recording."""
         if self._video_env is False:
             return
         try:
@@ -164,23 +245,41 @@ class Runner:
             else:
                 seed = None  # later videos continue the video env's own random stream
             path = self.video_dir / f"video_step_{self.agent.steps_done}.mp4"
-            result = record_episode(self.agent, self._video_env, path, seed=seed)
+            result = record_episode(self.agent, self._video_env, path, seed=seed, should_stop=self.should_stop)
         except CannotRender as error:
             if self._video_env:
                 self._video_env.close()
             self._video_env = False
             self.emit("video", {"error": f"No videos: {error}"})
             return
-        self.emit("video", {**result, "step": self.agent.steps_done})
+        except OSError as error:
+            self.emit("video", {"error": f"The video could not be written: {error}", "step": self.agent.steps_done})
+            return
+        if result is not None:
+            self.emit("video", {**result, "step": self.agent.steps_done})
 
     def _clock(self) -> float:
         """Seconds on the run's clock: what the agent had trained before this attempt, plus this attempt's."""
         return time.monotonic() - self._clock_zero
 
-    def _checkpoint(self, filename: str, tag: str) -> Path:
+    def _checkpoint(self, filename: str, tag: str, required: bool = False) -> Path | None:
+        """Save the agent; a checkpoint that cannot be written (disk full, permissions) is reported as a
+        `checkpoint` event with `tag`, `step` and `error` (no `path`), and the run goes on, unless it is
+        `required` (the final one, which holds the run's last weights): then the run fails. Weights that are
+        NaN or infinite are never saved: the run fails instead, its last good checkpoint kept."""
+        if not all(torch.isfinite(p).all() for module in self.agent.modules.values() for p in module.parameters()):
+            raise TrainingError(f"the weights became NaN or infinite at step {self.steps:,}: lower the learning "
+                                f"rate, scale or clip the rewards, or clip the gradients (max_grad_norm)")
         # the event carries the clock the checkpoint holds: a run resumed from it reports later times only
         self.agent.seconds_trained = saved_at = self._clock()
-        path = self.agent.save(self.checkpoint_dir / filename)
+        try:
+            path = self.agent.save(self.checkpoint_dir / filename)
+        except OSError as error:
+            message = f"the {tag} checkpoint could not be written: {error}"
+            self.emit("checkpoint", {"tag": tag, "step": self.agent.steps_done, "error": message}, seconds=saved_at)
+            if required:
+                raise TrainingError(message) from error
+            return None
         self.emit("checkpoint", {"path": str(path), "tag": tag, "step": self.agent.steps_done}, seconds=saved_at)
         return path
 

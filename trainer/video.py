@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -31,9 +33,10 @@ def video_env(env_id: str):
     return env
 
 
-def record_episode(agent, env, path: str | Path, seed: int | None = None) -> dict:
-    """Play one episode of the agent's greedy policy on `env` and write it to `path` (mp4).
-    Returns the episode's return and length, and the path."""
+def record_episode(agent, env, path: str | Path, seed: int | None = None, should_stop=None) -> dict | None:
+    """Play one episode of the agent's greedy policy on `env` and write it to `path` (mp4), through a
+    temporary file renamed at the end: `path` never holds part of a video. Returns the episode's return
+    and length, and the path; None when `should_stop` (asked between steps) interrupted it."""
     import imageio.v2 as imageio
 
     path = Path(path)
@@ -42,18 +45,30 @@ def record_episode(agent, env, path: str | Path, seed: int | None = None) -> dic
     observation, _ = env.reset(seed=seed)
     agent.reset_state()
     total, length, done = 0.0, 0, False
-    writer = imageio.get_writer(path, format="FFMPEG", fps=fps, codec="libx264", pixelformat="yuv420p",
-                                macro_block_size=1, output_params=["-movflags", "+faststart"])
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".video-", suffix=".mp4")
+    os.close(handle)
     try:
-        writer.append_data(frame_of(env))
-        while not done and length < MAX_FRAMES:
-            observation, reward, terminated, truncated, _ = env.step(agent.predict(observation, deterministic=True))
-            total += float(reward)
-            length += 1
-            done = terminated or truncated
+        writer = imageio.get_writer(temporary, format="FFMPEG", fps=fps, codec="libx264", pixelformat="yuv420p",
+                                    macro_block_size=1, output_params=["-movflags", "+faststart"])
+        try:
             writer.append_data(frame_of(env))
+            while not done and length < MAX_FRAMES:
+                if should_stop is not None and should_stop():
+                    return None
+                observation, reward, terminated, truncated, _ = env.step(agent.predict(observation,
+                                                                                       deterministic=True))
+                total += float(reward)
+                length += 1
+                done = terminated or truncated
+                writer.append_data(frame_of(env))
+        finally:
+            writer.close()
+        with open(temporary, "rb") as written:  # ffmpeg reports no failure: a finished mp4 begins with its index
+            if b"moov" not in written.read(4096):
+                raise OSError(f"ffmpeg could not write a complete video to {path.parent}")
+        os.replace(temporary, path)
     finally:
-        writer.close()
+        Path(temporary).unlink(missing_ok=True)
     return {"path": str(path), "episode_return": total, "length": length}
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from trainer.events import METRIC_KINDS
 
 from rlweb.experiments import history
+from rlweb.experiments.live_changes import applied_changes, changed_text
 from rlweb.experiments.models import Event, MetricBucket, Run
 
 MAX_RUNS = 50
@@ -56,6 +57,12 @@ def parse_run_ids(values: list[str]) -> list[int]:
         if len(ids) > MAX_RUNS:  # stop at once: a long list is not worth reading further
             raise SelectionError(f"A comparison holds at most {MAX_RUNS} runs; more were asked for.")
     return ids
+
+
+def parse_ids(values: list[str]) -> list[int]:
+    """The values that are record numbers (`?experiment=2&experiment=5`); others, and numbers too large for a
+    database key (more than 18 digits), are left out."""
+    return [int(value) for value in values if value.isascii() and value.isdigit() and len(value) <= 18]
 
 
 def runs_visible_to(user):
@@ -109,21 +116,27 @@ def run_info(run: Run) -> dict:
 # --- hyperparameters -----------------------------------------------------------------------------------
 
 def settings_of(run: Run) -> dict:
-    """Everything that sets a run up: algorithm, environment, seed, budget and the hyperparameters."""
+    """Everything that sets a run up: algorithm, environment, seed, budget, the preset its hyperparameters
+    started from, and the hyperparameters."""
     experiment = run.experiment
-    return {"algorithm": experiment.algorithm, "env_id": experiment.env_id, "seed": run.seed,
+    return {"algorithm": experiment.algorithm, "env_id": experiment.env_id, "preset": experiment.preset or "none",
+            "seed": run.seed,
             "total_steps": experiment.total_steps, "eval_interval": experiment.eval_interval,
             "eval_episodes": experiment.eval_episodes, "device": experiment.device, **experiment.hyperparameters}
 
 
 def hyperparameter_rows(runs: list[Run]) -> list[dict]:
     """One row per setting, a value per run (None where a run's algorithm has no such setting), and whether
-    the runs differ in it."""
+    the runs differ in it. A setting changed while the run trained reads "0.001 → 0.0005 changed at step 3,000"."""
     settings = [settings_of(run) for run in runs]
+    changes = [applied_changes(run) for run in runs]
+    for setting, changed in zip(settings, changes):  # a setting stored without its default: from before the change
+        setting.update({name: steps[0][1] for name, steps in changed.items() if name not in setting})
     names = list(dict.fromkeys(name for setting in settings for name in setting))
     rows = []
     for name in names:
-        values = [setting.get(name) for setting in settings]
+        values = [changed_text(setting.get(name), changed[name]) if name in changed else setting.get(name)
+                  for setting, changed in zip(settings, changes)]
         rows.append({"name": name, "values": values, "differs": any(value != values[0] for value in values)})
     return rows
 
@@ -341,7 +354,8 @@ EXPORT_COLUMNS = ["run", "experiment", "algorithm", "env_id", "seed", "seq", "ki
 
 
 def export_rows(runs: list[Run]):
-    """Every stored metric value of the runs, one row each (long format), run by run in seq order."""
+    """Every stored metric value of the runs, one row each (long format), run by run in seq order, keys sorted
+    within an event (PostgreSQL's jsonb keeps no key order)."""
     for run in runs:
         through = history.last_stored_seq(run)
         experiment = run.experiment
@@ -349,7 +363,7 @@ def export_rows(runs: list[Run]):
         events = Event.objects.filter(run=run, kind__in=METRIC_KINDS, seq__lte=through).order_by("seq")
         for seq, kind, step, time, values in events.values_list("seq", "kind", "step", "time", "values").iterator(
                 chunk_size=5_000):
-            for key, value in values.items():
+            for key, value in sorted(values.items()):
                 if history.is_number(value):
                     yield [*head, seq, kind, step, time, key, value]
 

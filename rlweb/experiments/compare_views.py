@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from rlweb.experiments import compare
 from rlweb.experiments.models import Experiment
-from rlweb.experiments.run_views import Echo
+from rlweb.experiments.run_views import Echo, spreadsheet_safe
 
 CANDIDATES = 200  # the user's latest runs offered under "Add runs"
 
@@ -49,8 +49,8 @@ def canonical_url(request) -> str:
         run_ids = compare.parse_run_ids(request.GET.getlist("runs"))
     except compare.SelectionError:  # the page itself then says what is wrong
         return compare_url([], request.GET, runs=",".join(request.GET.getlist("runs")))
-    experiment_ids = [value for value in request.GET.getlist("experiment") if value.isascii() and value.isdigit()]
-    experiments = Experiment.objects.filter(owner=request.user, pk__in=experiment_ids)
+    experiments = Experiment.objects.filter(owner=request.user,
+                                            pk__in=compare.parse_ids(request.GET.getlist("experiment")))
     for experiment in experiments:
         run_ids += [run.pk for run in experiment.runs.all() if run.pk not in run_ids]
     if len(experiments) < len(request.GET.getlist("experiment")):
@@ -84,7 +84,7 @@ def compare_export(request, file_format: str):
         return JsonResponse({"error": str(error)}, status=400)
     if file_format == "csv":
         writer = csv.writer(Echo())
-        body = (writer.writerow(row) for row in itertools.chain([compare.EXPORT_COLUMNS], compare.export_rows(runs)))
+        body = (writer.writerow(spreadsheet_safe(row)) for row in itertools.chain([compare.EXPORT_COLUMNS], compare.export_rows(runs)))
         response = StreamingHttpResponse(body, content_type="text/csv; charset=utf-8")
     else:
         body = compare.export_json(runs, left_out, options.threshold)

@@ -4,20 +4,28 @@ Each hyperparameter becomes a field `hp_<name>` showing its default, bounds and 
 checked by `trainer.validate`, the same check the command line and the Python API use, and each
 message it returns is shown next to its field. Algorithms are offered grouped by family, with the
 chosen one's description under the list. `ExperimentForm.initial_from` fills the form from an
-existing experiment (clone).
+existing experiment (clone). The hyperparameters start from the preset the algorithm has for the
+environment (`trainer.presets`: RL Zoo's tuned settings, or the environment family's), the one named
+in the `preset` field, or the algorithm's own defaults with `preset=none`; values given in the query (typed
+before a reload) go on top, and the experiment records the preset's name. The site's limits (settings.MAX_TOTAL_STEPS per run, and
+settings.MAX_ACTIVE_RUNS_PER_USER queued or running runs per user) are refused next to their fields.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 
 import trainer
 from django import forms
-from django.contrib.auth import get_user_model
-from django.contrib.auth.forms import UserCreationForm
+from django.conf import settings
+from django.core.validators import MaxValueValidator
+from trainer import presets
+from trainer.envs import env_spaces
+from trainer.notes import run_notes
 from trainer.params import Param
 
-from rlweb.experiments.models import Experiment
+from rlweb.experiments.models import Experiment, Run
 
 HYPERPARAMETER_PREFIX = "hp_"
 DEFAULT_ALGORITHM = "dqn"
@@ -29,6 +37,11 @@ TAG = re.compile(r"[A-Za-z0-9_.:+-](?:[A-Za-z0-9_.:+ -]{0,30}[A-Za-z0-9_.:+-])?"
 def algorithm_choices() -> list[tuple[str, list[tuple[str, str]]]]:
     """The algorithms grouped by family: the select shows one <optgroup> per family."""
     return [(family, [(spec.name, spec.name) for spec in specs]) for family, specs in trainer.algorithms_by_family()]
+
+
+def device_choices() -> list[tuple[str, str]]:
+    """auto, CPU and CUDA, then the named queues the admin declares (settings.NAMED_QUEUES)."""
+    return [*Experiment.Device.choices, *((queue, f"queue {queue}") for queue in settings.NAMED_QUEUES)]
 
 
 def parse_tags(text: str) -> list[str]:
@@ -67,7 +80,7 @@ def bounds_text(param: Param) -> str:
 def hyperparameter_field(param: Param) -> forms.Field:
     """A form field that passes the raw text on to trainer's own parsing (so messages match the CLI)."""
     help_text = " ".join(part for part in (param.help, f"Allowed: {bounds_text(param)}." if bounds_text(param) else "",
-                                           f"Default: {param.default}.") if part)
+                                           f"Default: {param.default}.", param.aliases_text()) if part)
     if param.type is bool:
         return forms.BooleanField(label=param.name, required=False, initial=param.default, help_text=help_text)
     if param.choices:
@@ -79,12 +92,34 @@ def hyperparameter_field(param: Param) -> forms.Field:
                            required=False, widget=forms.TextInput(attrs=attributes))
 
 
+def preset_fields(algorithm: str, env_id: str, choice: str) -> dict:
+    """The experiment_preset endpoint's answer (see there); ValueError for an unknown algorithm or preset."""
+    if algorithm not in trainer.algorithm_names():
+        raise ValueError(f"unknown algorithm {algorithm[:50]!r}")
+    if len(env_id) > 200 or len(choice) > 100:
+        raise ValueError("env_id has at most 200 characters, preset 100")
+    try:
+        chosen = presets.resolve(algorithm, env_id, choice or presets.AUTO)
+    except trainer.ConfigError as error:
+        raise ValueError(error.errors["preset"]) from None
+    values = {param.name: param.default for param in trainer.get_spec(algorithm).params()}
+    values.update(chosen.values if chosen else {})
+
+    def described(preset):
+        return preset and {"name": preset.name, "description": preset.description, "source": preset.source,
+                            "no_equivalent": preset.no_equivalent, "total_steps": preset.total_steps}
+
+    return {"preset": described(chosen), "available": described(presets.find(algorithm, env_id)),
+            "values": {name: value if isinstance(value, bool) else str(value) for name, value in values.items()}}
+
+
 class ExperimentForm(forms.ModelForm):
     class Meta:
         model = Experiment
         fields = ["name", "algorithm", "env_id", "num_seeds", "total_steps", "eval_interval", "eval_episodes",
-                  "checkpoint_interval", "video_interval", "device", "tags", "description"]
-        help_texts = {"device": "auto picks the GPU when the worker has one; CUDA runs go to GPU workers."}
+                  "checkpoint_interval", "video_interval", "device", "auto_resume", "max_auto_resumes", "tags", "description",
+                  "preset"]
+        labels = {"auto_resume": "Resume lost runs by themselves", "max_auto_resumes": "At most this many times"}
 
     name = forms.CharField(max_length=200, initial="CartPole DQN")
     algorithm = forms.ChoiceField(choices=algorithm_choices)
@@ -95,8 +130,8 @@ class ExperimentForm(forms.ModelForm):
                                                            "autocomplete": "off"}))
     num_seeds = forms.IntegerField(label="Number of seeds", min_value=1, max_value=20, initial=1,
                                    help_text="One run per seed: seeds 0, 1, 2, ...")
-    total_steps = forms.IntegerField(min_value=1, max_value=10**10, initial=50_000,
-                                     help_text="Environment steps per run.")
+    total_steps = forms.IntegerField(min_value=1, initial=50_000, help_text="Environment steps per run.")
+    # at most settings.MAX_TOTAL_STEPS (set in __init__)
     eval_interval = forms.IntegerField(min_value=0, max_value=10**9, initial=5_000,
                                        help_text="Env steps between evaluations (0: only at the end).")
     eval_episodes = forms.IntegerField(min_value=0, max_value=1_000, initial=5,
@@ -106,22 +141,59 @@ class ExperimentForm(forms.ModelForm):
                                                        "and final ones).")
     video_interval = forms.IntegerField(min_value=0, max_value=10**9, initial=0,
                                         help_text="Env steps between recorded evaluation episodes (0: no videos).")
+    device = forms.ChoiceField(choices=device_choices, initial=Experiment.Device.AUTO,
+                               help_text="auto picks the GPU when the worker has one; CUDA runs go to GPU workers; a "
+                                         "named queue goes to the workers started for it.")
     tags = forms.CharField(required=False, max_length=400, help_text=f"Comma-separated, at most {MAX_TAGS}, such as "
                                                                      "“baseline, lr-sweep”. For filtering the lists.",
                            widget=forms.TextInput(attrs={"spellcheck": "false", "autocomplete": "off"}))
+    auto_resume = forms.BooleanField(required=False, initial=True,
+                                     help_text="When a worker dies, its run goes on from its latest checkpoint.")
+    max_auto_resumes = forms.IntegerField(min_value=0, max_value=20, initial=3, required=False,
+                                          help_text="Then the run ends failed with its error, instead of looping.")
+    submission_token = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
+    # the preset's name, "none" for the plain defaults, "auto" for the environment's (the page resolves it)
+    preset = forms.CharField(required=False, max_length=100, widget=forms.HiddenInput)
     description = forms.CharField(required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 3}),
                                   help_text="What this experiment tries out (optional).")
 
-    def __init__(self, *args, algorithm: str | None = None, **kwargs):
+    def __init__(self, *args, algorithm: str | None = None, owner=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.owner = owner  # whose queued and running runs count against the limit (None: not checked)
+        most = settings.MAX_TOTAL_STEPS
+        self.fields["total_steps"].validators.append(
+            MaxValueValidator(most, message=f"At most {most:,} environment steps per run on this site."))
+        self.fields["total_steps"].widget.attrs["max"] = most
         names = trainer.algorithm_names()
         self.algorithm_name = algorithm if algorithm in names else default_algorithm()
+        self.fields["submission_token"].initial = uuid.uuid4().hex  # one per form shown: a repost is recognised
         self.fields["algorithm"].initial = self.algorithm_name
         spec = trainer.get_spec(self.algorithm_name)
         self.fields["algorithm"].help_text = spec.description
         self.params = spec.params()
         for param in self.params:
             self.fields[HYPERPARAMETER_PREFIX + param.name] = hyperparameter_field(param)
+        self.chosen_preset, self.environment_preset = self.start_from_preset()
+
+    def start_from_preset(self):
+        """(the preset the fields start from, or None; the one the environment has, or None). On a new form the
+        fields show the preset's values where the query holds none of its own; a posted form keeps its values."""
+        source = self.data if self.is_bound else self.initial
+        env_id = str(source.get("env_id") or DEFAULT_ENV_ID)[:200]
+        try:
+            available = presets.find(self.algorithm_name, env_id)
+            chosen = presets.resolve(self.algorithm_name, env_id, str(source.get("preset") or presets.AUTO)[:100])
+        except (trainer.ConfigError, ValueError):  # an unknown name: no preset; a bound form says so in clean
+            return None, None
+        self.fields["preset"].initial = chosen.name if chosen else presets.NONE
+        if not self.is_bound and chosen is not None:
+            for name, value in chosen.values.items():
+                field = self.fields.get(HYPERPARAMETER_PREFIX + name)
+                if field is not None:
+                    field.initial = value
+            if chosen.total_steps and "total_steps" not in self.initial:
+                self.fields["total_steps"].initial = min(chosen.total_steps, settings.MAX_TOTAL_STEPS)
+        return chosen, available
 
     @staticmethod
     def initial_from(experiment: Experiment) -> dict:
@@ -129,17 +201,46 @@ class ExperimentForm(forms.ModelForm):
         initial = {name: getattr(experiment, name) for name in ExperimentForm.Meta.fields}
         initial["name"] = f"{experiment.name} (copy)"[:200]
         initial["tags"] = ", ".join(experiment.tags)
+        initial["preset"] = experiment.preset or presets.NONE
         initial.update({HYPERPARAMETER_PREFIX + name: value for name, value in experiment.hyperparameters.items()})
         return initial
 
     def common_fields(self):
-        return [field for field in self if not field.name.startswith(HYPERPARAMETER_PREFIX)]
+        return [field for field in self if not field.name.startswith(HYPERPARAMETER_PREFIX) and not field.is_hidden]
 
     def hyperparameter_fields(self):
         return [field for field in self if field.name.startswith(HYPERPARAMETER_PREFIX)]
 
+    def clean_max_auto_resumes(self) -> int:
+        value = self.cleaned_data["max_auto_resumes"]
+        return Experiment._meta.get_field("max_auto_resumes").default if value is None else value
+
+    def clean_preset(self) -> str:
+        """The name recorded on the experiment ("" for none); refused when the algorithm has no such preset."""
+        name = self.cleaned_data["preset"] or presets.NONE
+        if name in (presets.NONE, presets.AUTO):
+            return self.chosen_preset.name if name == presets.AUTO and self.chosen_preset else ""
+        if name not in {preset.name for preset in presets.listing(self.algorithm_name)}:
+            raise forms.ValidationError(f"{self.algorithm_name} has no preset {name[:100]!r}.")
+        return name
+
     def clean_tags(self) -> list[str]:
         return parse_tags(self.cleaned_data["tags"])
+
+    def clean_num_seeds(self) -> int:
+        """One run per seed; they may not take the owner past the site's limit of queued and running runs."""
+        seeds = self.cleaned_data["num_seeds"]
+        if self.owner is None:
+            return seeds
+        active = Run.objects.filter(experiment__owner=self.owner, status__in=Run.ACTIVE).count()
+        limit = settings.MAX_ACTIVE_RUNS_PER_USER
+        room = max(0, limit - active)
+        if seeds > room:
+            fits = f"{room} more seed{'s' if room != 1 else ''}" if room else "no more seeds"
+            raise forms.ValidationError(
+                f"You have {active} of the {limit} queued or running runs this site allows a user at a time, so "
+                f"{fits} can start now. Wait for some to finish, or cancel them.")
+        return seeds
 
     def clean(self):
         cleaned = super().clean()
@@ -165,21 +266,22 @@ class ExperimentForm(forms.ModelForm):
         name = HYPERPARAMETER_PREFIX + error_key
         return name if name in self.fields else None
 
+    def run_notes(self) -> list[str]:
+        """What the runs will do that the values alone do not say (trainer/notes.py), for a valid form."""
+        spec = trainer.get_spec(self.algorithm_name)
+        observation_space, _ = env_spaces(self.cleaned_data["env_id"])
+        return run_notes(spec.build_config(self.cleaned_data["hyperparameters"]), observation_space)
+
+    def earlier_submission(self, owner) -> Experiment | None:
+        """The experiment this same form (its one-time token) already made, if it was posted before."""
+        token = self.cleaned_data.get("submission_token")
+        return Experiment.objects.filter(owner=owner, submission_token=token).first() if token else None
+
     def save(self, owner) -> Experiment:
         experiment = super().save(commit=False)
         experiment.owner = owner
+        experiment.submission_token = self.cleaned_data.get("submission_token") or ""
         experiment.hyperparameters = self.cleaned_data["hyperparameters"]
         experiment.save()
         return experiment
 
-
-class SignupForm(UserCreationForm):
-    """A new account. The first account of a fresh install also administers the site (/admin/)."""
-
-    def save(self, commit=True):
-        user = super().save(commit=False)
-        if not get_user_model().objects.exists():
-            user.is_staff = user.is_superuser = True
-        if commit:
-            user.save()
-        return user

@@ -21,10 +21,11 @@ from django.db.models.functions import Cast
 from django.urls import reverse
 from trainer.events import METRIC_KINDS
 
-from rlweb.experiments.models import Event, MetricBucket, Run
+from rlweb.experiments.models import Checkpoint, Event, MetricBucket, Run
 
-EVENT_KINDS = ("started", "episode", "train", "eval", "time", "checkpoint", "video", "finished", "failed")
-LOG_KINDS = ("started", "checkpoint", "video", "eval", "finished", "failed")
+EVENT_KINDS = ("started", "episode", "train", "eval", "time", "checkpoint", "video", "hyperparameters", "finished",
+               "failed")
+LOG_KINDS = ("started", "checkpoint", "video", "eval", "hyperparameters", "finished", "failed")
 MAX_BUCKETS = 512  # per metric: between 256 and 512 buckets once it has more values, two points each
 LOG_LENGTH = 200  # the latest log events the page starts with
 PAGE_SIZE = 5_000  # raw events per page of `events`
@@ -118,6 +119,32 @@ def rebuild_summary(run_id: int) -> None:
         after = page[-1].seq
 
 
+# --- forgetting part of it --------------------------------------------------------------------------
+
+def forget_after(run: Run, checkpoint: Checkpoint | None) -> int:
+    """Delete the events, checkpoints and videos of `run` that came after `checkpoint` (everything without
+    one), so the next attempt's events follow on with no step reported twice or left out; the charts'
+    summary of the metrics is rebuilt from what is kept when it held any of them. Returns the seq of the
+    last event kept (0: none)."""
+    events, checkpoints, videos = Event.objects.filter(run=run), run.checkpoints.all(), run.videos.all()
+    step = kept_seq = 0
+    if checkpoint is not None:
+        step = checkpoint.step
+        marker = (checkpoint.reported_event()
+                  or events.filter(step__lte=step).order_by("-seq").first())
+        kept_seq = marker.seq if marker else 0
+        events = events.filter(seq__gt=kept_seq)
+        checkpoints, videos = checkpoints.filter(step__gt=step), videos.filter(step__gt=step)
+    events.delete()
+    checkpoints.delete()  # the models' post_delete signals remove their files too
+    videos.delete()
+    if MetricBucket.objects.filter(run=run, last_seq__gt=kept_seq).exists():
+        rebuild_summary(run.pk)
+    run.steps_done = run.start_step = step
+    Run.objects.filter(pk=run.pk).update(steps_done=step, start_step=step)
+    return kept_seq
+
+
 # --- reading it --------------------------------------------------------------------------------------
 
 def last_stored_seq(run: Run) -> int:
@@ -160,6 +187,12 @@ def log_events(run: Run, through_seq: int) -> list[dict]:
     return [event.as_dict() for event in latest[-LOG_LENGTH:]]
 
 
+def change_marks(run: Run, through_seq: int) -> list[dict]:
+    """Every hyperparameter change applied up to `through_seq` (not the refused ones): a mark on every chart."""
+    rows = Event.objects.filter(run=run, kind="hyperparameters", seq__lte=through_seq).order_by("seq")
+    return [event.as_dict() for event in rows if "error" not in event.values]
+
+
 def run_summary(run: Run) -> dict:
     return {"id": run.pk, "status": run.status, "steps_done": run.steps_done, "total_steps": run.total_steps,
             "finished": run.is_finished, "error": run.error}
@@ -182,7 +215,8 @@ def history(run: Run) -> dict:
     same transactions as the events, hold at least everything up to it."""
     last_seq = last_stored_seq(run)
     return {"run": run_summary(run), "last_seq": last_seq, "metrics": metric_series(run),
-            "log": log_events(run, last_seq), "checkpoints": checkpoint_list(run), "videos": video_list(run)}
+            "log": log_events(run, last_seq), "changes": change_marks(run, last_seq),
+            "checkpoints": checkpoint_list(run), "videos": video_list(run)}
 
 
 def events(run: Run, after: int = 0, kinds: tuple[str, ...] = EVENT_KINDS, limit: int = PAGE_SIZE) -> dict:

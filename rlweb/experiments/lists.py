@@ -46,7 +46,8 @@ class ListQuery:
 
 def read_query(params: QueryDict, sorts: dict, default_sort: str) -> ListQuery:
     """The list's query parameters, each checked; what does not fit is left out and named in `problems`."""
-    query = ListQuery(search=params.get("q", "").strip()[:MAX_TEXT], env=params.get("env", "").strip()[:MAX_TEXT])
+    query = ListQuery()
+    query.search, query.env = (plain_text(params, name, query.problems) for name in ("q", "env"))
     status, algorithm, tag, sort = (params.get(name, "").strip() for name in ("status", "algorithm", "tag", "sort"))
     if status and status not in Run.Status.values:
         query.problems.append(f"Unknown status “{status[:40]}” ignored; one of {', '.join(Run.Status.values)}.")
@@ -64,6 +65,16 @@ def read_query(params: QueryDict, sorts: dict, default_sort: str) -> ListQuery:
         query.problems.append(f"Cannot sort by “{sort[:40]}”; sorted by {default_sort.removeprefix('-')} instead.")
     query.sort = sort if sort and sort.removeprefix("-") in sorts else default_sort
     return query
+
+
+def plain_text(params: QueryDict, name: str, problems: list[str]) -> str:
+    """A text parameter, stripped and cut to MAX_TEXT; one holding a NUL character (which no name or env id
+    holds, and PostgreSQL cannot compare) is ignored."""
+    text = params.get(name, "").strip()[:MAX_TEXT]
+    if "\x00" in text:
+        problems.append(f"The {name} filter holds a NUL character; it is ignored.")
+        return ""
+    return text
 
 
 def has_tag(tag: str, prefix: str = "") -> Q:
@@ -90,7 +101,7 @@ def experiments_for(user, query: ListQuery):
                              progress=Cast(Sum("runs__steps_done"), FloatField()) / Sum("runs__total_steps"),
                              latest_return=Avg("runs__eval_return_mean"), best_return=Max("runs__best_eval_return")))
     if query.search:
-        experiments = experiments.filter(name__icontains=query.search)
+        experiments = experiments.filter(Q(name__icontains=query.search) | Q(notes__icontains=query.search))
     if query.status:
         experiments = experiments.filter(pk__in=Run.objects.filter(status=query.status).values("experiment_id"))
     if query.algorithm:
@@ -106,7 +117,8 @@ def runs_for(user, query: ListQuery):
     runs = (Run.objects.filter(experiment__owner=user).select_related("experiment")
             .annotate(progress=Cast(F("steps_done"), FloatField()) / F("total_steps")))
     if query.search:
-        runs = runs.filter(experiment__name__icontains=query.search)
+        runs = runs.filter(Q(experiment__name__icontains=query.search) | Q(notes__icontains=query.search)
+                           | Q(experiment__notes__icontains=query.search))
     if query.status:
         runs = runs.filter(status=query.status)
     if query.algorithm:

@@ -1,16 +1,16 @@
 """Experiments, their runs (one per seed), the events each run reported, and its checkpoints.
 
 `Run` holds the truth about a run (state, heartbeat, final metrics); Redis only carries the live stream.
+The models hold fields and small queries; every change of a run's status is in lifecycle.py.
 """
 
+import shutil
 import tempfile
-from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import models, transaction
-from django.db.models import F, Q, Value
-from django.db.models.functions import Coalesce
+from django.db import models
+from django.db.models import Q
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.urls import reverse
@@ -28,19 +28,32 @@ class Experiment(models.Model):
     algorithm = models.CharField(max_length=50)
     env_id = models.CharField("environment id", max_length=200)
     hyperparameters = models.JSONField(default=dict, help_text="Parsed values, as trainer.validate returned them.")
+    preset = models.CharField(max_length=100, blank=True,
+                              help_text="The preset its hyperparameters started from (trainer/presets.py), such as "
+                                        "zoo:Acrobot-v1; empty: the algorithm's own defaults.")
     total_steps = models.PositiveBigIntegerField()
     eval_interval = models.PositiveIntegerField(default=0, help_text="Env steps between evaluations (0: off).")
     eval_episodes = models.PositiveIntegerField(default=5)
     checkpoint_interval = models.PositiveIntegerField(default=0, help_text="Env steps between checkpoints (0: off).")
     video_interval = models.PositiveIntegerField(default=0, help_text="Env steps between recorded episodes (0: off).")
     description = models.TextField(blank=True)
+    notes = models.TextField(blank=True, help_text="Its owner's markdown notes, written on its page (notes.py).")
     tags = models.JSONField(default=list, blank=True, help_text="Short labels, for filtering.")
     num_seeds = models.PositiveSmallIntegerField(default=1)
-    device = models.CharField(max_length=10, choices=Device.choices, default=Device.AUTO)
+    device = models.CharField(max_length=60, default=Device.AUTO,
+                              help_text="auto, cpu, cuda, or a named queue the admin declares (settings.NAMED_QUEUES).")
+    auto_resume = models.BooleanField(
+        default=True, help_text="A run whose worker died goes on by itself from its latest checkpoint.")
+    max_auto_resumes = models.PositiveSmallIntegerField(
+        default=3, help_text="How many times a run is resumed by itself before it ends failed.")
+    submission_token = models.CharField(
+        max_length=64, blank=True, help_text="The form's one-time token: the same form posted twice makes one experiment.")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created", "-id"]
+        constraints = [models.UniqueConstraint(fields=["owner", "submission_token"], condition=~Q(submission_token=""),
+                                               name="unique_submission_per_owner")]
 
     def __str__(self):
         return self.name
@@ -51,21 +64,17 @@ class Experiment(models.Model):
     @property
     def queue_name(self) -> str:
         """The Celery queue its runs go to: workers listen on the queue of the device they have."""
-        if self.device == self.Device.CUDA:
-            return "gpu"
-        if self.device == self.Device.AUTO:
-            return settings.AUTO_QUEUE
-        return "cpu"
+        return queue_of_device(self.device)
 
-    def launch(self) -> list["Run"]:
-        """One run per seed, each queued once the surrounding transaction commits."""
-        from rlweb.experiments.tasks import enqueue
+    @property
+    def torch_device(self) -> str:
+        """The device the run asks torch for: a named queue's runs take what their worker has."""
+        return self.device if self.device in self.Device.values else self.Device.AUTO
 
-        runs = [Run.objects.create(experiment=self, seed=seed, total_steps=self.total_steps)
-                for seed in range(self.num_seeds)]
-        for run in runs:
-            enqueue(run)
-        return runs
+
+def queue_of_device(device: str) -> str:
+    """cuda: gpu; auto: settings.AUTO_QUEUE; cpu: cpu; any other value is a named queue."""
+    return {"cuda": "gpu", "auto": settings.AUTO_QUEUE, "cpu": "cpu"}.get(device, device)
 
 
 class Run(models.Model):
@@ -90,8 +99,15 @@ class Run(models.Model):
         default=0, help_text="Env steps already done when this attempt started (a resumed run's checkpoint step).")
     resume_requested = models.BooleanField(
         default=False, help_text="Queued to go on from its last checkpoint rather than from scratch.")
+    stop_requested = models.BooleanField(
+        default=False, help_text="Cancel was pressed: the worker stops the run at its next check (the truth; "
+                                 "the Redis stop key is only the fast path).")
     task_id = models.CharField(max_length=64, blank=True)
+    send_failed = models.BooleanField(
+        default=False, help_text="Queued, but the task queue (Redis) could not be reached: the sweep sends it again.")
     worker_host = models.CharField(max_length=200, blank=True)
+    worker_node = models.CharField(
+        max_length=200, blank=True, help_text="The Celery node name of the worker that claimed it (celery@host).")
     device_used = models.CharField(max_length=50, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
@@ -103,6 +119,19 @@ class Run(models.Model):
         default=0, help_text="Attempts claimed by a worker: 1 at the first start, one more per resume.")
     earlier_attempts_seconds = models.FloatField(
         default=0.0, help_text="Seconds trained by the attempts before the current one.")
+    auto_resumes = models.PositiveIntegerField(
+        default=0, help_text="Times it was resumed by itself since it was last started or resumed by hand.")
+    last_seq = models.PositiveBigIntegerField(
+        default=0, help_text="The highest event seq any attempt may have sent: a resumed attempt numbers on after it.")
+    forgotten_seqs = models.JSONField(
+        default=list, blank=True, help_text="[[after, through], ...]: event seqs of interrupted attempts, forgotten "
+                                            "at a resume. A page that saw one reloads the history.")
+    live_changes = models.JSONField(
+        default=list, blank=True,
+        help_text="Hyperparameter changes asked for while it trained, in order: [{id, values, requested_at}, with "
+                  "step, seq and changes ({name: {old, new}}) or error once its worker applied or refused it] "
+                  "(live_changes.py).")
+    notes = models.TextField(blank=True, help_text="Its owner's markdown notes, written on its page (notes.py).")
     error = models.TextField(blank=True)
     traceback = models.TextField(blank=True)
     eval_return_mean = models.FloatField(null=True, blank=True)
@@ -159,125 +188,12 @@ class Run(models.Model):
         elapsed = (timezone.now() - self.started_at).total_seconds()
         return max(0.0, (self.total_steps - self.steps_done) * elapsed / done)
 
-    @classmethod
-    def claim(cls, run_id: int, worker_host: str) -> "Run | None":
-        """Move a queued run to running and return it; None when another delivery got it first."""
-        now = timezone.now()
-        with transaction.atomic():
-            claimed = cls.objects.filter(pk=run_id, status=cls.Status.QUEUED, resume_requested=False).update(
-                status=cls.Status.RUNNING, worker_host=worker_host[:200], first_started_at=now, started_at=now,
-                heartbeat_at=now, attempts=1, earlier_attempts_seconds=0.0, steps_done=0, start_step=0, error="",
-                traceback="")
-            if not claimed:
-                return None
-            run = cls.objects.select_related("experiment").get(pk=run_id)
-            run.forget_after(None)  # a run is claimed once, but clear anything a half-finished attempt left
-        return run
-
-    def request_resume(self) -> bool:
-        """Queue a cancelled or lost run to go on from its last checkpoint; False when it is not resumable.
-        What it reported after that checkpoint is forgotten at once (and again when a worker claims it), so
-        a page opened while it waits for a worker draws the history the next attempt goes on from.
-        The interrupted attempt's time joins `earlier_attempts_seconds` here, while its end is known: the
-        row then has no current attempt (`started_at` empty) until a worker claims the next one."""
-        with transaction.atomic():
-            interrupted = Run.objects.filter(pk=self.pk, status__in=self.RESUMABLE).first()
-            if interrupted is None:
-                return False
-            resumed = Run.objects.filter(  # unchanged since it was read: its attempt is counted once
-                pk=self.pk, status=interrupted.status, started_at=interrupted.started_at).update(
-                status=self.Status.QUEUED, resume_requested=True, task_id="", started_at=None, finished_at=None,
-                earlier_attempts_seconds=interrupted.earlier_attempts_seconds + interrupted.attempt_seconds, error="",
-                traceback="")
-            if resumed:
-                self.refresh_from_db()
-                self.forget_after(self.latest_checkpoint())
-        return bool(resumed)
-
     def latest_checkpoint(self) -> "Checkpoint | None":
         return self.checkpoints.order_by("-step", "-id").first()
 
-    @classmethod
-    def claim_resume(cls, run_id: int, worker_host: str) -> "tuple[Run, Checkpoint | None] | None":
-        """Move a run queued for resuming to running: it goes on from its latest checkpoint, and whatever the
-        interrupted attempt reported after that checkpoint is forgotten. None when another delivery got it.
-        A new attempt starts (its time is counted from now); the run's first start stays."""
-        now = timezone.now()
-        with transaction.atomic():
-            claimed = cls.objects.filter(pk=run_id, status=cls.Status.QUEUED, resume_requested=True).update(
-                status=cls.Status.RUNNING, resume_requested=False, worker_host=worker_host[:200],
-                first_started_at=Coalesce("first_started_at", Value(now)), started_at=now, attempts=F("attempts") + 1,
-                heartbeat_at=now, finished_at=None, error="", traceback="")
-            if not claimed:
-                return None
-            run = cls.objects.select_related("experiment").get(pk=run_id)
-            checkpoint = run.latest_checkpoint()
-            run.forget_after(checkpoint)  # again: a lost run's worker may have gone on reporting
-        return run, checkpoint
-
-    def forget_after(self, checkpoint: "Checkpoint | None") -> None:
-        """Delete the events, checkpoints and videos that came after `checkpoint` (everything without one),
-        so the next attempt's events follow on with no step reported twice or left out; the charts' summary
-        of the metrics is rebuilt from what is kept when it held any of them."""
-        from rlweb.experiments.history import rebuild_summary  # history reads these models
-
-        events, checkpoints, videos = Event.objects.filter(run=self), self.checkpoints.all(), self.videos.all()
-        step = kept_seq = 0
-        if checkpoint is not None:
-            step = checkpoint.step
-            marker = (checkpoint.reported_event()
-                      or events.filter(step__lte=step).order_by("-seq").first())
-            kept_seq = marker.seq if marker else 0
-            events = events.filter(seq__gt=kept_seq)
-            checkpoints, videos = checkpoints.filter(step__gt=step), videos.filter(step__gt=step)
-        events.delete()
-        checkpoints.delete()  # the post_delete signals below remove their files too
-        videos.delete()
-        if MetricBucket.objects.filter(run=self, last_seq__gt=kept_seq).exists():
-            rebuild_summary(self.pk)
-        self.steps_done = self.start_step = step
-        Run.objects.filter(pk=self.pk).update(steps_done=step, start_step=step)
-
-    def record_device(self, device: str) -> None:
-        self.device_used = device[:50]
-        Run.objects.filter(pk=self.pk).update(device_used=self.device_used)
-
-    def mark_finished(self, summary: dict) -> None:
-        """Store the runner's summary: succeeded or cancelled, with the final evaluation. The best return of
-        a resumed run is the best of all its attempts."""
-        self.status = self.Status.CANCELLED if summary.get("status") == "cancelled" else self.Status.SUCCEEDED
-        self.steps_done = int(summary.get("steps") or self.steps_done)
-        if summary.get("eval_return_mean") is not None or not self.start_step:
-            self.eval_return_mean = summary.get("eval_return_mean")
-            self.eval_return_std = summary.get("eval_return_std")
-        best = summary.get("best_eval_return")
-        if self.start_step and self.best_eval_return is not None:
-            best = self.best_eval_return if best is None else max(best, self.best_eval_return)
-        self.best_eval_return = best
-        self.finished_at = self.heartbeat_at = timezone.now()
-        self.save(update_fields=["status", "steps_done", "eval_return_mean", "eval_return_std",
-                                 "best_eval_return", "finished_at", "heartbeat_at"])
-
-    def mark_failed(self, error: str, traceback: str = "") -> None:
-        self.status = self.Status.FAILED
-        self.error = error
-        self.traceback = traceback
-        self.finished_at = timezone.now()
-        self.save(update_fields=["status", "error", "traceback", "finished_at"])
-
-    def cancel_queued(self) -> bool:
-        """Cancel a run that no worker has claimed yet; False when it is no longer queued."""
-        return bool(Run.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
-            status=self.Status.CANCELLED, finished_at=timezone.now()))
-
-    @classmethod
-    def mark_lost_runs(cls) -> int:
-        """Runs whose worker stopped sending heartbeats become `lost`; returns how many."""
-        stale = timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT)
-        return cls.objects.filter(Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True),
-                                  status=cls.Status.RUNNING).update(
-            status=cls.Status.LOST, finished_at=timezone.now(),
-            error="The worker stopped sending heartbeats (it was stopped or lost its connection).")
+    def stored_seq(self) -> int:
+        """The highest seq stored for the run (0: none)."""
+        return Event.objects.filter(run=self).order_by("-seq").values_list("seq", flat=True).first() or 0
 
 
 class Event(models.Model):
@@ -344,8 +260,8 @@ class Checkpoint(models.Model):
 
         with tempfile.TemporaryDirectory(prefix="rlweb-checkpoint-") as folder:
             path = Path(folder) / "checkpoint.zip"
-            with self.file.open("rb") as source:
-                path.write_bytes(source.read())
+            with self.file.storage.open(self.file.name, "rb") as source, path.open("wb") as copy:
+                shutil.copyfileobj(source, copy)
             return trainer.load(path, device=device)
 
 

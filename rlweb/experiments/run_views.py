@@ -4,25 +4,23 @@ files. Every object is fetched through an access helper that answers 404 for oth
 from __future__ import annotations
 
 import csv
-import re
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
-from django.http import FileResponse, Http404, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from rlweb.experiments import history, live
+from rlweb.experiments import files, history, live, queues
 from rlweb.experiments.models import Checkpoint, Video
 from rlweb.experiments.views import owned_run, whole_number
-
-BYTE_RANGE = re.compile(r"bytes=([0-9]{0,18})-([0-9]{0,18})")
 
 
 def run_detail(request, run_id: int):
     run = owned_run(request, run_id)
     return render(request, "experiments/run_detail.html", {
         "run": run, "experiment": run.experiment, "hyperparameters": sorted(run.experiment.hyperparameters.items()),
-        "checkpoints": run.checkpoints.all(), "videos": history.video_list(run), "duration": duration_text(run)})
+        "checkpoints": run.checkpoints.all(), "videos": history.video_list(run), "duration": duration_text(run),
+        "queue_place": queues.queue_places([run]).get(run.pk)})
 
 
 def duration_text(run) -> str:
@@ -88,6 +86,15 @@ class Echo:
         return line
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as the start of a formula (OWASP)
+
+
+def spreadsheet_safe(row: list) -> list:
+    """`row` with every text cell that a spreadsheet would run as a formula shown as text (a leading ');
+    numbers stay numbers."""
+    return [f"'{cell}" if isinstance(cell, str) and cell.startswith(FORMULA_STARTS) else cell for cell in row]
+
+
 CSV_ROWS_PER_CHUNK = 2_000
 
 
@@ -96,7 +103,7 @@ def csv_chunks(run):
     writer = csv.writer(Echo())
     chunk = []
     for row in history.csv_rows(run):
-        chunk.append(writer.writerow(row))
+        chunk.append(writer.writerow(spreadsheet_safe(row)))
         if len(chunk) == CSV_ROWS_PER_CHUNK:
             yield "".join(chunk)
             chunk = []
@@ -135,43 +142,12 @@ def run_stream(request, run_id: int):
 
 
 def checkpoint_download(request, checkpoint_id: int):
-    checkpoint = get_object_or_404(Checkpoint.objects.select_related("run"), pk=checkpoint_id,
-                                   run__experiment__owner=request.user)
-    try:
-        file = checkpoint.file.open("rb")
-    except FileNotFoundError:
-        raise Http404("The checkpoint file is missing from storage.") from None
-    return FileResponse(file, as_attachment=True, filename=checkpoint.download_name,
-                        content_type="application/zip")
+    checkpoint = get_object_or_404(Checkpoint, pk=checkpoint_id, run__experiment__owner=request.user)
+    return files.serve(request, checkpoint.file, checkpoint.download_name, "application/zip", as_attachment=True)
 
 
 def video_file(request, video_id: int):
     """An episode video for a `<video>` element: the whole mp4, or the byte range the browser asks for."""
     video = get_object_or_404(Video, pk=video_id, run__experiment__owner=request.user)
-    try:
-        file = video.file.open("rb")
-    except FileNotFoundError:
-        raise Http404("The video file is missing from storage.") from None
-    size = video.file.size
-    wanted = BYTE_RANGE.fullmatch(request.headers.get("Range", "").strip())
-    if not wanted or wanted.group(1) == wanted.group(2) == "":
-        response = FileResponse(file, content_type="video/mp4", filename=f"run{video.run_id}-step{video.step}.mp4")
-        response["Accept-Ranges"] = "bytes"
-        return response
-    first, last = wanted.groups()
-    if first == "":  # the last N bytes
-        first, last = max(0, size - int(last)), size - 1
-    else:
-        first, last = int(first), min(int(last), size - 1) if last else size - 1
-    if first >= size or first > last:
-        file.close()
-        response = HttpResponse(status=416)
-        response["Content-Range"] = f"bytes */{size}"
-        return response
-    with file:
-        file.seek(first)
-        body = file.read(last - first + 1)
-    response = HttpResponse(body, status=206, content_type="video/mp4")
-    response["Content-Range"] = f"bytes {first}-{last}/{size}"
-    response["Accept-Ranges"] = "bytes"
-    return response
+    return files.serve(request, video.file, f"run{video.run_id}-step{video.step}.mp4", "video/mp4",
+                       as_attachment=False)

@@ -3,25 +3,21 @@
 from __future__ import annotations
 
 import functools
-import logging
 import re
 
 import redis
-from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import login
-from django.contrib.auth.decorators import login_not_required
-from django.db import transaction
-from django.http import Http404
+from django.db import IntegrityError, transaction
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from trainer.envs import known_env_ids
 
-from rlweb.experiments import lists, live
-from rlweb.experiments.forms import ExperimentForm, SignupForm
+from rlweb.experiments import lifecycle, lists, queues
+from rlweb.experiments.live_changes import LiveChangeForm, request_change
+from rlweb.experiments.forms import ExperimentForm, preset_fields
 from rlweb.experiments.models import Experiment, Run
-
-logger = logging.getLogger(__name__)
+from rlweb.experiments.notes import NoteForm
 
 WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")
 
@@ -35,9 +31,10 @@ def owned_run(request, run_id: int) -> Run:
 
 
 def whole_number(raw: str, name: str) -> int:
-    if not WHOLE_NUMBER.fullmatch(raw.strip()):
+    text = raw.strip()
+    if not WHOLE_NUMBER.fullmatch(text):
         raise ValueError(f"{name} must be a whole number ≥ 0, not {raw[:40]!r}")
-    return int(raw)
+    return int(text)
 
 
 @functools.cache
@@ -45,19 +42,8 @@ def env_ids() -> list[str]:
     return known_env_ids()
 
 
-@login_not_required
-def signup(request):
-    if not settings.ALLOW_SIGNUP:
-        raise Http404("Sign-up is turned off on this site.")
-    form = SignupForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        login(request, form.save())
-        return redirect("experiment-list")
-    return render(request, "registration/signup.html", {"form": form})
-
-
 def experiment_list(request):
-    Run.mark_lost_runs()
+    lifecycle.mark_lost_runs()  # as the periodic sweep does (which also sends runs whose sending failed)
     query = lists.read_query(request.GET, lists.EXPERIMENT_SORTS, default_sort="-created")
     return list_page(request, "experiments/experiment_list.html", query, lists.EXPERIMENT_SORTS,
                      lists.experiments_for(request.user, query))
@@ -65,17 +51,21 @@ def experiment_list(request):
 
 def run_list(request):
     """All the user's runs, across experiments."""
-    Run.mark_lost_runs()
+    lifecycle.mark_lost_runs()  # as the periodic sweep does (which also sends runs whose sending failed)
     query = lists.read_query(request.GET, lists.RUN_SORTS, default_sort="-run")
     return list_page(request, "experiments/run_list.html", query, lists.RUN_SORTS,
-                     lists.runs_for(request.user, query))
+                     lists.runs_for(request.user, query), prepare=queues.mark_queue_places)
 
 
-def list_page(request, template: str, query: lists.ListQuery, sorts: dict, rows):
+def list_page(request, template: str, query: lists.ListQuery, sorts: dict, rows, prepare=None):
+    """One page of `rows`; `prepare` (if any) is given the page's objects before they are drawn."""
     for problem in query.problems:
         messages.warning(request, problem)
+    page = lists.page_of(rows, request.GET)
+    if prepare is not None:
+        prepare(page)
     return render(request, template, {
-        "query": query, "page": lists.page_of(rows, request.GET), "choices": lists.filter_choices(request.user),
+        "query": query, "page": page, "choices": lists.filter_choices(request.user),
         "sort_links": lists.sort_links(request.GET, sorts, query.sort),
         "page_link": lists.page_link_prefix(request.GET)})
 
@@ -83,14 +73,36 @@ def list_page(request, template: str, query: lists.ListQuery, sorts: dict, rows)
 def experiment_new(request):
     algorithm = request.POST.get("algorithm") or request.GET.get("algorithm")
     # after a change of algorithm the page reloads with the values typed so far in its query
-    form = ExperimentForm(request.POST or None, algorithm=algorithm, initial=request.GET.dict())
+    form = ExperimentForm(request.POST or None, algorithm=algorithm, initial=request.GET.dict(), owner=request.user)
     if request.method == "POST" and form.is_valid():
-        with transaction.atomic():
-            experiment = form.save(owner=request.user)
-            runs = experiment.launch()
+        earlier = form.earlier_submission(request.user)
+        if earlier:  # the same form posted again (a double click, a reload): the experiment it made
+            return redirect(earlier)
+        try:
+            with transaction.atomic():
+                experiment = form.save(owner=request.user)
+                runs = lifecycle.launch(experiment)
+        except IntegrityError:  # the same form, posted at the same moment, made it first
+            earlier = form.earlier_submission(request.user)
+            if earlier is None:
+                raise
+            return redirect(earlier)
         messages.success(request, f"Launched {len(runs)} run{'s' if len(runs) != 1 else ''}.")
+        for note in form.run_notes():
+            messages.info(request, note)
         return redirect(experiment)
     return render(request, "experiments/experiment_form.html", {"form": form, "env_ids": env_ids()})
+
+
+def experiment_preset(request):
+    """What the form's hyperparameter fields start from for `algorithm` on `env_id` with `preset` (auto, none
+    or a name): {"preset", "available" (each {name, description, source, no_equivalent} or null), "values"
+    (every field's value as the form shows it)}. The page fills in the fields the user has not changed."""
+    try:
+        return JsonResponse(preset_fields(request.GET.get("algorithm", ""), request.GET.get("env_id", ""),
+                                          request.GET.get("preset", "auto")))
+    except ValueError as error:
+        return JsonResponse({"error": str(error)}, status=400)
 
 
 def experiment_clone(request, experiment_id: int):
@@ -104,35 +116,54 @@ def experiment_clone(request, experiment_id: int):
 @require_POST
 def experiment_delete(request, experiment_id: int):
     """Delete an experiment with its runs, events, checkpoint and video files. Refused while a run is queued or
-    running: cancel those first (a worker would otherwise go on writing files for a deleted run)."""
+    running: cancel those first."""
     experiment = owned_experiment(request, experiment_id)
-    active = experiment.runs.filter(status__in=Run.ACTIVE).count()
+    active = lifecycle.delete_experiment(experiment)
     if active:
         messages.error(request, f"Not deleted: cancel its queued or running runs first ({active} left).")
         return redirect(experiment)
-    run_ids = list(experiment.runs.values_list("pk", flat=True))
-    experiment.delete()  # checkpoints and videos take their files with them (models.py signals)
-    forget_streams(run_ids)
     messages.success(request, f"Deleted “{experiment.name}” with its runs and their files.")
     return redirect("experiment-list")
 
 
 def experiment_detail(request, experiment_id: int):
     experiment = owned_experiment(request, experiment_id)
-    Run.mark_lost_runs()
+    lifecycle.mark_lost_runs()  # as the periodic sweep does (which also sends runs whose sending failed)
     runs = list(experiment.runs.all())
     return render(request, "experiments/experiment_detail.html",
                   {"experiment": experiment, "runs": runs, "active_count": sum(run.is_active for run in runs)})
 
 
 @require_POST
+def experiment_notes(request, experiment_id: int):
+    return save_notes(request, owned_experiment(request, experiment_id))
+
+
+@require_POST
+def run_notes(request, run_id: int):
+    return save_notes(request, owned_run(request, run_id))
+
+
+def save_notes(request, noted):
+    """Store the notes form's text on an experiment or run (the form on its page), then show the page again."""
+    form = NoteForm(request.POST)
+    if form.is_valid():
+        noted.notes = form.cleaned_data["notes"]
+        noted.save(update_fields=["notes"])
+        messages.success(request, "Notes saved.")
+    else:
+        for error in form.errors.get("notes", []):
+            messages.error(request, f"Notes not saved: {error}")
+    return redirect(noted)
+
+
+@require_POST
 def run_cancel(request, run_id: int):
     run = owned_run(request, run_id)
-    if run.cancel_queued():
-        revoke(run.task_id)
+    outcome = lifecycle.cancel(run)
+    if outcome == Run.Status.CANCELLED:
         messages.success(request, "Cancelled before it started.")
-    elif run.status == Run.Status.RUNNING:
-        live.request_stop(run.pk)
+    elif outcome == "stopping":
         messages.info(request, "Stopping: the run saves a final checkpoint, then ends as cancelled.")
     else:
         messages.info(request, f"This run has already ended ({run.status}).")
@@ -141,35 +172,36 @@ def run_cancel(request, run_id: int):
 
 @require_POST
 def run_resume(request, run_id: int):
-    from rlweb.experiments.tasks import resume  # the task module loads Celery: only when needed
-
     run = owned_run(request, run_id)
-    with transaction.atomic():
-        resumed = resume(run)
-    if resumed:
+    if lifecycle.resume(run):
         messages.success(request, "Queued again: it goes on from its last checkpoint.")
     else:
         messages.info(request, f"Only a cancelled or lost run can be resumed; this one is {run.status}.")
     return redirect(run)
 
 
-def forget_streams(run_ids: list[int]) -> None:
-    """Drop the live streams of deleted runs now rather than when they expire."""
-    if not run_ids:
-        return
-    try:
-        live.redis_client().delete(*(live.stream_key(run_id) for run_id in run_ids))
-    except redis.RedisError as error:
-        logger.warning("cannot delete the streams of runs %s: %s", run_ids, error)
-
-
-def revoke(task_id: str) -> None:
-    """Tell workers to drop a queued task without terminating anything (the claim would skip it anyway)."""
-    from rlweb.celery import app
-
-    try:
-        app.control.revoke(task_id)
-    except Exception as error:  # the broker may be down; the run is already marked cancelled
-        logger.warning("cannot revoke task %s: %s", task_id, error)
-
-
+@require_POST
+def run_change(request, run_id: int):
+    """Change live hyperparameters of a running run (the form on its page). The page's script gets JSON: the
+    recorded change, or the errors by field (400); a plain form post gets a message and the run page back."""
+    run = owned_run(request, run_id)
+    form = LiveChangeForm(run, request.POST)
+    if run.status != Run.Status.RUNNING:
+        answer, status = {"error": f"Only a running run takes changes; this one is {run.status}."}, 409
+    elif not form.is_valid():
+        answer, status = {"errors": {name.removeprefix("hp_") if name != "__all__" else "": list(errors)
+                                     for name, errors in form.errors.items()}}, 400
+    else:
+        try:
+            answer, status = {"change": request_change(run, form.cleaned_data["changes"])}, 200
+        except redis.RedisError as error:
+            answer, status = {"error": f"The worker cannot be reached (Redis: {error}); nothing was changed."}, 503
+    if "application/json" in request.headers.get("Accept", ""):
+        return JsonResponse(answer, status=status)
+    if status == 200:
+        messages.success(request, "Sent to the worker: the change takes effect within a second.")
+    for text in [answer.get("error")] + [f"{name}: {message}".lstrip(": ") for name, errors in
+                                          answer.get("errors", {}).items() for message in errors]:
+        if text:
+            messages.error(request, text)
+    return redirect(run)

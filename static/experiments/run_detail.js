@@ -20,7 +20,7 @@
   const attempts = Number(page.dataset.attempts) + (page.dataset.status === "queued" ? 1 : 0);
   const finishedStatuses = ["succeeded", "failed", "cancelled", "lost"];
   const metricKinds = ["episode", "train", "eval", "time"];
-  const logKinds = ["started", "checkpoint", "video", "eval", "finished", "failed"];
+  const logKinds = ["started", "checkpoint", "video", "eval", "hyperparameters", "finished", "failed"];
   // charts in this order first, the rest by name
   const firstKeys = ["rollout/episode_return", "eval/return_mean", "rollout/episode_length", "train/loss",
                      "train/epsilon", "train/entropy", "train/learning_rate", "time/steps_per_second"];
@@ -29,6 +29,7 @@
 
   const charts = new Map();  // metric key -> {key, element, step, time, value, low, high, count, throughSeq}
   const controls = {smoothing: 0.6, xAxis: "step", logY: false};
+  const marks = [];  // hyperparameter changes applied (events): a dashed line on every chart at their step
   let stepsDone = Number(progress.value);
   let episodeCount = 0;
   let bestEval = null;
@@ -118,15 +119,35 @@
     return drawn;
   }
 
-  function layout() {
-    revision += 1;
+  function changeText(values) {
+    return Object.entries(values.changes || {}).map(([name, change]) => `${name} ${change.old} → ${change.new}`).join(", ");
+  }
+
+  // A vertical dashed line at each change's step (or time), labelled with the names it changed.
+  function markShapes() {
+    const x = (mark) => (controls.xAxis === "step" ? mark.step : mark.time);
     return {
+      shapes: marks.map((mark) => ({type: "line", xref: "x", yref: "paper", x0: x(mark), x1: x(mark), y0: 0, y1: 1,
+                                    line: {color: "#d9822b", width: 1.5, dash: "dash"}})),
+      annotations: marks.map((mark) => ({xref: "x", yref: "paper", x: x(mark), y: 1, xanchor: "left", yanchor: "top",
+                                         showarrow: false, text: Object.keys(mark.values.changes || {}).join(", "),
+                                         hovertext: `step ${mark.step}: ${changeText(mark.values)}`,
+                                         font: {size: 10, color: "#a35200"}, bgcolor: "rgba(255,255,255,0.7)"})),
+    };
+  }
+
+  function layout(chart) {
+    revision += 1;
+    const flat = controls.logY ? undefined : window.rlwebFlatRange([chart.value, chart.low, chart.high]);
+    return {
+      ...markShapes(),
       uirevision: controls.xAxis + controls.logY,  // zoom and pan survive new points, not a change of axis
       datarevision: revision,
       margin: {l: 56, r: 12, t: 6, b: 40},
       xaxis: {title: {text: controls.xAxis === "step" ? "env steps" : "wall time (s)"}, gridcolor: "#e7eaf0",
               zeroline: false},
-      yaxis: {type: controls.logY ? "log" : "linear", gridcolor: "#e7eaf0", zeroline: false},
+      yaxis: {type: controls.logY ? "log" : "linear", gridcolor: "#e7eaf0", zeroline: false, automargin: true,
+              ...(flat ? {range: flat, autorange: false} : {autorange: true})},
       showlegend: false,
       paper_bgcolor: "rgba(0,0,0,0)",
       plot_bgcolor: "rgba(0,0,0,0)",
@@ -139,7 +160,41 @@
     chart.stale = false;
     const shown = chart.value.length;
     chart.note.textContent = shown < chart.count ? `${shown} of ${chart.count} points drawn` : `${chart.count} points`;
-    return Plotly.react(chart.element, traces(chart), layout(), plotConfig);
+    return Plotly.react(chart.element, traces(chart), layout(chart), plotConfig).then(() => {
+      if (chart.clickable) return;
+      chart.clickable = true;  // plotly keeps its handlers across react()
+      chart.element.on("plotly_click", (click) => showNearest(chart.step[click.points[0].pointIndex]));
+    });
+  }
+
+  // --- a clicked point: the video and the checkpoint nearest to its step ------------------------------
+
+  function nearestTo(step, items) {
+    const distance = (item) => Math.abs(Number(item.dataset.step) - step);
+    return items.reduce((best, item) => (best === null || distance(item) < distance(best) ? item : best), null);
+  }
+
+  function showNearest(step) {
+    if (!isNumber(step)) return;
+    document.querySelectorAll(".is-nearest").forEach((element) => element.classList.remove("is-nearest"));
+    const checkpoint = nearestTo(step, [...document.querySelectorAll("#checkpoint-list li[data-step]")]);
+    const figure = nearestTo(step, [...document.querySelectorAll("#video-list figure[data-step]")]);
+    const found = [];
+    if (checkpoint) {
+      checkpoint.classList.add("is-nearest");
+      found.push(`checkpoint ${checkpoint.querySelector("a").textContent} (step ${checkpoint.dataset.step})`);
+    }
+    if (figure) {
+      figure.classList.add("is-nearest");
+      figure.scrollIntoView({behavior: "smooth", block: "center"});
+      const video = figure.querySelector("video");
+      video.muted = true;  // episodes have no sound, and a muted video may always play
+      video.currentTime = 0;
+      video.play().catch(() => {});  // a browser may refuse to play before the user has interacted
+      found.push(`the video of step ${figure.dataset.step}`);
+    }
+    document.getElementById("nearest-note").textContent =
+      `Step ${step}: ${found.length ? found.join(" and ") : "no video or checkpoint yet"}.`;
   }
 
   function drawAll() {
@@ -218,6 +273,8 @@
     if (finishedStatuses.includes(status)) {
       const cancelForm = document.getElementById("cancel-form");
       if (cancelForm) cancelForm.remove();
+      const changeCard = document.getElementById("live-change");
+      if (changeCard) changeCard.remove();
       liveIndicator.hidden = true;
     }
   }
@@ -250,6 +307,7 @@
   function checkpointItem(id, tag, step, url) {
     const item = document.createElement("li");
     item.dataset.checkpointId = id;
+    item.dataset.step = step;
     const link = document.createElement("a");
     link.dataset.checkpointTag = tag;
     link.href = url;
@@ -288,6 +346,7 @@
     const figure = document.createElement("figure");
     figure.className = "video";
     figure.dataset.videoId = values.video_id;
+    figure.dataset.step = values.step;
     const video = document.createElement("video");
     video.controls = true;
     video.preload = "metadata";
@@ -303,15 +362,19 @@
   function logText(event) {
     const values = event.values;
     switch (event.kind) {
-      case "started":
-        return `started ${values.algorithm || ""} on ${values.env_id || ""} (${values.device || "?"}, seed ${values.seed})`;
+      case "started": {
+        const notes = Array.isArray(values.notes) && values.notes.length ? ` · note: ${values.notes.join(" ")}` : "";
+        return `started ${values.algorithm || ""} on ${values.env_id || ""} (${values.device || "?"}, seed ${values.seed})${notes}`;
+      }
       case "checkpoint":
-        return `checkpoint saved: ${values.tag}`;
+        return values.error ? `checkpoint ${values.tag || ""}: ${values.error}` : `checkpoint saved: ${values.tag}`;
       case "video":
         return values.error ? values.error : `video recorded: return ${isNumber(values.episode_return) ? values.episode_return.toFixed(1) : "?"}`;
       case "eval":
         return `evaluation: return ${isNumber(values["eval/return_mean"]) ? values["eval/return_mean"].toFixed(2) : "?"}` +
           (isNumber(values["eval/return_std"]) ? ` ± ${values["eval/return_std"].toFixed(2)}` : "");
+      case "hyperparameters":
+        return values.error ? `change refused: ${values.error}` : `changed ${changeText(values)}`;
       case "finished":
         return `finished: ${values.status}` + (isNumber(values.seconds) ? ` after ${values.seconds.toFixed(1)} s` : "");
       case "failed":
@@ -321,9 +384,19 @@
     }
   }
 
+  // A checkpoint or video that could not be written (an event with an `error`): counted next to the status.
+  let warningCount = 0;
+  function showWarning(event) {
+    warningCount += 1;
+    document.getElementById("run-warnings-text").textContent =
+      `${warningCount} warning${warningCount > 1 ? "s" : ""}, the latest: ${logText(event)}`;
+    document.getElementById("run-warnings").hidden = false;
+  }
+
   function addLogLine(event) {
     const item = document.createElement("li");
-    item.className = "log-" + event.kind;
+    item.className = "log-" + event.kind + (event.kind !== "failed" && event.values.error ? " log-warning" : "");
+    if (event.kind !== "failed" && event.values.error) showWarning(event);
     item.dataset.seq = event.seq;
     const where = document.createElement("span");
     where.className = "log-where";
@@ -361,6 +434,10 @@
         if (event.values.device) document.getElementById("device-used").textContent = event.values.device;
       } else if (event.kind === "checkpoint") addCheckpoint(event.values);
       else if (event.kind === "video") addVideo(event.values);
+      else if (event.kind === "hyperparameters" && !event.values.error) {
+        marks.push(event);
+        charts.forEach((chart) => changed.add(chart));  // every chart gets the mark
+      }
       else if (event.kind === "finished" || event.kind === "failed") {
         setStatus(event.kind === "failed" ? "failed" : event.values.status);
         if (event.kind === "failed") showError(event.values.error);
@@ -416,6 +493,11 @@
     source.onopen = () => { liveIndicator.hidden = false; };
     source.onmessage = (message) => queue(JSON.parse(message.data), performance.now());
     source.onerror = () => { liveIndicator.hidden = true; };  // the browser reconnects with Last-Event-ID
+    // the page drew events of an attempt that a resume forgot (its worker died): draw the history again
+    source.addEventListener("reset", () => {
+      source.close();
+      window.location.reload();
+    });
     source.addEventListener("end", (message) => {
       source.close();
       const status = JSON.parse(message.data).status;
@@ -452,6 +534,7 @@
     }
     const history = await response.json();
     loadSeries(history.metrics);
+    marks.push(...history.changes);
     history.log.forEach(addLogLine);
     history.log.forEach(showNumbers);
     showNumbers({kind: "", values: {}});
@@ -466,5 +549,38 @@
     if (!history.run.finished) follow(history.last_seq);
   }
 
+  // --- changing hyperparameters while it trains -----------------------------------------------------
+
+  // The form posts in the background (the charts stay as they are): errors go next to their fields; the
+  // change itself shows when the worker reports it (a log line and a mark on every chart).
+  function listenToChangeForm() {
+    const form = document.getElementById("live-change-form");
+    if (!form) return;
+    const status = document.getElementById("live-change-status");
+    const formErrors = document.getElementById("live-change-errors");
+    function showErrors(errors) {
+      form.querySelectorAll(".field").forEach((field) => {
+        const messages = errors[field.dataset.param] || [];
+        const list = field.querySelector(".errorlist");
+        list.replaceChildren(...messages.map((message) => Object.assign(document.createElement("li"), {textContent: message})));
+        list.hidden = !messages.length;
+        field.classList.toggle("field-error", messages.length > 0);
+      });
+      const general = [...(errors[""] || []), ...(errors.error ? [errors.error] : [])];
+      formErrors.replaceChildren(...general.map((message) => Object.assign(document.createElement("li"), {textContent: message})));
+      formErrors.hidden = !general.length;
+    }
+    form.addEventListener("submit", async (submit) => {
+      submit.preventDefault();
+      status.textContent = "sending…";
+      const response = await fetch(form.action, {method: "POST", body: new FormData(form),
+                                                 headers: {Accept: "application/json"}});
+      const answer = await response.json().catch(() => ({error: `HTTP ${response.status}`}));
+      showErrors(answer.errors || (answer.error ? {error: answer.error} : {}));
+      status.textContent = response.ok ? "sent: the worker applies it within a second" : "";
+    });
+  }
+
+  listenToChangeForm();
   start();
 })();

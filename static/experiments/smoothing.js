@@ -12,3 +12,24 @@ window.rlwebSmooth = function smooth(values, weight) {
     return last / norm;
   });
 };
+
+// A y range for a series whose values differ only by rounding (a constant such as an epsilon that reached its
+// end, averaged per log interval): plotly would zoom into a 1e-17-wide band and label its ticks with 17 digits.
+// Undefined for any series with a real spread, so plotly's own autorange draws it.
+window.rlwebFlatRange = function flatRange(arrays) {
+  "use strict";
+  let low = Infinity;
+  let high = -Infinity;
+  for (const values of arrays) {
+    for (const value of values || []) {
+      if (value === null || !Number.isFinite(value)) continue;
+      if (value < low) low = value;
+      if (value > high) high = value;
+    }
+  }
+  if (low > high) return undefined;
+  const scale = Math.max(Math.abs(low), Math.abs(high));
+  if (high - low > 1e-9 * scale) return undefined;
+  const pad = scale > 0 ? scale / 2 : 1;
+  return [low - pad, high + pad];
+};

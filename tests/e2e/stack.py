@@ -1,5 +1,5 @@
 """What the browser tests share: a freshly started rlweb (`python -m rlweb.devserver`: its own Redis,
-migrations on a temporary SQLite file, one Celery worker running beat, uvicorn), Debian's chromium
+migrations on a temporary SQLite file, one Celery worker, celery beat, uvicorn), Debian's chromium
 driven by Playwright, and signing up through the real pages."""
 
 from __future__ import annotations

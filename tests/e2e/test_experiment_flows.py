@@ -39,13 +39,15 @@ def test_the_sweep_marks_a_silent_run_lost_without_any_page_view(site_stack):
         from django.contrib.auth import get_user_model
         from django.utils import timezone
         from rlweb.experiments.models import Experiment, Run
+        from rlweb.accounts.models import SiteSettings
         owner = get_user_model().objects.create_user("sweep-owner")
+        SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})  # the next test signs up
         experiment = Experiment.objects.create(owner=owner, name="silent", algorithm="dqn", env_id="CartPole-v1",
-                                               total_steps=100)
+                                               total_steps=100, auto_resume=False)  # else queued again at once
         result = Run.objects.create(experiment=experiment, total_steps=100, status="running",
                                     heartbeat_at=timezone.now() - timedelta(days=1)).pk
     """)
-    assert wait_for_status(site_stack, run_id, "lost", seconds=120) == "lost"  # beat sends the sweep every 30 s
+    assert wait_for_status(site_stack, run_id, "lost", seconds=120) == "lost"  # beat sends the sweep every 10 s
 
 
 SAMPLE_EXPERIMENTS = """
@@ -57,7 +59,8 @@ SAMPLE_EXPERIMENTS = """
     ago = lambda **delta: now - timedelta(**delta)
     samples = [
         ("PPO on Acrobot, clip 0.1", "ppo", "Acrobot-v1", ["sweep", "clip"], 200_000, [
-            dict(status="running", steps_done=84_000, started_at=ago(minutes=7), heartbeat_at=now,
+            # no worker beats for this sample: a heartbeat a day ahead keeps the sweep from taking it as lost
+            dict(status="running", steps_done=84_000, started_at=ago(minutes=7), heartbeat_at=ago(days=-1),
                  eval_return_mean=-112.4, best_eval_return=-98.0),
             dict(status="queued")]),
         ("SAC Pendulum baseline", "sac", "Pendulum-v1", ["baseline"], 20_000, [
@@ -71,7 +74,7 @@ SAMPLE_EXPERIMENTS = """
     ]
     for name, algorithm, env_id, tags, total, runs in samples:
         experiment = Experiment.objects.create(owner=owner, name=name, algorithm=algorithm, env_id=env_id,
-                                               tags=tags, total_steps=total, hyperparameters={})
+                                               tags=tags, total_steps=total, hyperparameters={}, auto_resume=False)
         for seed, fields in enumerate(runs):  # those that started did so once
             Run.objects.create(experiment=experiment, seed=seed, total_steps=total,
                                first_started_at=fields.get("started_at"), attempts=int("started_at" in fields),
@@ -177,11 +180,16 @@ def test_a_user_launches_cancels_resumes_and_clones_an_experiment(site_stack, br
         run = Run.objects.get(pk={run_id})
         events = Event.objects.filter(run=run).order_by("seq")
         result = {{"start_step": run.start_step, "seqs": list(events.values_list("seq", flat=True)),
+                  "forgotten": run.forgotten_seqs,
                   "evals": list(events.filter(kind="eval").values_list("step", flat=True)),
                   "finished": list(events.filter(kind="finished").values_list("step", flat=True))}}
     """)
     assert history["start_step"] == stopped_at
-    assert history["seqs"] == list(range(1, len(history["seqs"]) + 1))
+    # the resumed attempt numbers its events after every one the cancelled attempt sent (forgotten from its
+    # final checkpoint on), so a page that reconnects with an old id never mixes the two
+    (kept, through), = history["forgotten"]
+    resumed = len(history["seqs"]) - kept
+    assert history["seqs"] == list(range(1, kept + 1)) + list(range(through + 1, through + 1 + resumed))
     assert history["evals"] == [2000, 4000, 6000, 8000] and history["finished"] == [TOTAL_STEPS]
 
     # clone: the form comes filled in, every hyperparameter included; change one value and launch

@@ -62,7 +62,11 @@ def test_the_run_page_follows_a_run_live_and_its_controls_work(site, browser, tm
     page.wait_for_function(f"{points(RETURNS)} > 2", timeout=180_000)
     first = page.evaluate(points(RETURNS))
     page.wait_for_function(f"{points(RETURNS)} > {first}", timeout=120_000)
+    # charts are drawn while on screen: the loss chart may be below the fold, under the live-change form
+    page.wait_for_selector('[data-metric="train/loss"]', state="attached", timeout=120_000)
+    page.locator('[data-metric="train/loss"]').scroll_into_view_if_needed()
     page.wait_for_selector('[data-metric="train/loss"] .chart .scatterlayer', timeout=120_000)
+    page.evaluate("window.scrollTo(0, 0)")
     metrics = page.eval_on_selector_all(".chart-card", "(cards) => cards.map((card) => card.dataset.metric)")
     assert {"rollout/episode_return", "rollout/episode_length", "train/loss", "train/epsilon"} <= set(metrics)
 
@@ -83,6 +87,12 @@ def test_the_run_page_follows_a_run_live_and_its_controls_work(site, browser, tm
     assert page.evaluate(f"{RETURNS}.layout.yaxis.type") == "log"
     page.uncheck("#log-y")
     page.select_option("#x-axis", "step")
+    # tick labels get the room they need; a constant that differs only by rounding (an epsilon at its end,
+    # averaged per log interval) is drawn flat in a padded range, not zoomed into a band 1e-17 wide
+    assert page.evaluate(f"{RETURNS}.layout.yaxis.automargin") is True
+    assert page.evaluate("window.rlwebFlatRange([[0.04, 0.040000000000000036, 0.039999999999999994]])") == \
+        pytest.approx([0.02, 0.06])
+    assert page.evaluate("window.rlwebFlatRange([[-20.5, -19.25, null]])") is None
 
     # a zoom survives the points that come after it
     page.evaluate(f"Plotly.relayout({RETURNS}, {{'xaxis.range': [0, 1000]}})")

@@ -24,7 +24,7 @@ def test_stopping_rlweb_mid_run_ends_the_run_cancelled_with_a_final_checkpoint_t
         run_id = site.orm("""
             from django.contrib.auth import get_user_model
             from rlweb.experiments.models import Experiment, Run
-            from rlweb.experiments.tasks import enqueue
+            from rlweb.experiments.lifecycle import enqueue
             owner = get_user_model().objects.create_user("shutdown-owner")
             experiment = Experiment.objects.create(
                 owner=owner, name="far too long", algorithm="dqn", env_id="CartPole-v1", total_steps=10_000_000,

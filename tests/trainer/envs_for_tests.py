@@ -2,6 +2,7 @@
 
 import gymnasium as gym
 import numpy as np
+import torch
 from gymnasium import spaces
 
 
@@ -45,3 +46,34 @@ for kind in ("box", "discrete", "multidiscrete", "multibinary"):
     env_id = f"rlweb-test/Corridor-{kind}-v0"
     if env_id not in gym.registry:
         gym.register(env_id, entry_point=Corridor, kwargs={"observation": kind}, max_episode_steps=8)
+
+
+class FaultyCorridor(Corridor):
+    """A corridor that goes wrong after `after` steps (counted across episodes): its rewards become NaN or
+    infinite, or its step raises (a crashed simulator, or memory running out)."""
+
+    def __init__(self, fault="nan", after=300, observation="box"):
+        super().__init__(observation=observation)
+        self.fault, self.after, self.steps = fault, after, 0
+
+    def step(self, action):
+        self.steps += 1
+        observation, reward, terminated, truncated, info = super().step(action)
+        if self.steps < self.after:
+            return observation, reward, terminated, truncated, info
+        if self.fault == "raise":
+            raise RuntimeError("the simulator crashed")
+        if self.fault == "memory":
+            raise MemoryError("cannot allocate 17 GiB")
+        if self.fault == "cuda-memory":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        return observation, {"nan": float("nan"), "inf": float("inf"), "huge": 1e38}[self.fault], terminated, \
+            truncated, info
+
+
+for fault in ("nan", "inf", "huge", "raise", "memory", "cuda-memory"):
+    for kind in ("box", "discrete"):
+        env_id = f"rlweb-test/Faulty-{fault}-{kind}-v0"
+        if env_id not in gym.registry:
+            gym.register(env_id, entry_point=FaultyCorridor, kwargs={"fault": fault, "observation": kind},
+                         max_episode_steps=8)

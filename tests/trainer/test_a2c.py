@@ -14,8 +14,8 @@ TINY = dict(num_envs=2, n_steps=5, hidden_layers="16")
 
 def test_defaults_are_sb3s():
     config = build_config(A2CConfig, {})
-    assert (config.num_envs, config.n_steps, config.gamma, config.lr_pi, config.lr_v) == (8, 5, 0.99, 7e-4, 7e-4)
-    assert (config.critic_beta, config.entropy_beta, config.max_grad_norm) == (0.5, 0.0, 0.5)
+    assert (config.num_envs, config.n_steps, config.gamma, config.policy_learning_rate, config.critic_learning_rate) == (8, 5, 0.99, 7e-4, 7e-4)
+    assert (config.value_coef, config.entropy_coef, config.max_grad_norm) == (0.5, 0.0, 0.5)
     assert config.optimizer == "rmsprop" and not config.normalize_advantage
 
 
@@ -35,7 +35,7 @@ def test_the_same_seed_gives_identical_metrics():
 
 
 def test_policy_and_value_learn_at_their_own_rates():
-    agent = trainer.make("a2c", "CartPole-v1", seed=0, **{**TINY, "lr_pi": 1e-4, "lr_v": 5e-3})
+    agent = trainer.make("a2c", "CartPole-v1", seed=0, **{**TINY, "policy_learning_rate": 1e-4, "critic_learning_rate": 5e-3})
     assert [group["lr"] for group in agent.optimizer.param_groups] == [1e-4, 5e-3]
     actor = [p.detach().clone() for p in agent.network.actor_parameters()]
     critic = [p.detach().clone() for p in agent.network.critic_parameters()]
@@ -55,13 +55,13 @@ def test_one_update_is_one_full_batch_gradient_step_on_n_step_returns():
 
 
 def test_a2c_takes_the_same_gradient_as_ppo_with_one_full_batch_epoch():
-    """ALGORITHMS.md's cross-check: A2C is PPO with one epoch over the whole rollout (the ratio is then 1,
+    """docs/algorithms.md's cross-check (A2C): A2C is PPO with one epoch over the whole rollout (the ratio is then 1,
     so clipping does nothing) and lambda = 1 (GAE's returns are the n-step returns)."""
     from trainer.envs import make_vector_env
     from trainer.runner import Runner
 
     settings = dict(num_envs=2, n_steps=8, hidden_layers="16", gamma=0.9, max_grad_norm=0.5)
-    a2c = trainer.make("a2c", "CartPole-v1", seed=0, critic_beta=0.5, entropy_beta=0.0, **settings)
+    a2c = trainer.make("a2c", "CartPole-v1", seed=0, value_coef=0.5, entropy_coef=0.0, **settings)
     ppo = trainer.make("ppo", "CartPole-v1", seed=1, batch_size=16, n_epochs=1, gae_lambda=1.0, value_coef=0.5,
                        entropy_coef=0.0, normalize_advantage=False, **settings)
     ppo.network.load_state_dict(a2c.network.state_dict())

@@ -8,6 +8,8 @@ import torch
 
 import trainer
 from trainer.checkpoint import CheckpointError, read_checkpoint
+from trainer.cpu_speed import FlatAdam
+from trainer import runner as runner_module
 from trainer.events import ListSink
 
 TINY = dict(learning_starts=50, batch_size=16, buffer_size=1000, train_frequency=4, gradient_steps=1,
@@ -173,7 +175,8 @@ def test_optimizer_state_saved_per_parameter_loads_into_the_flat_optimizer(algor
                          hidden_layers="16,16", batch_size=16, learning_starts=50, buffer_size=500)
     agent.learn(100)
     old_style = torch.optim.Adam([{"params": parameters, "lr": group["lr"]} for parameters, group
-                                  in zip(per_parameter_lists(agent), agent.optimizer.param_groups)], fused=True)
+                                  in zip(per_parameter_lists(agent), agent.optimizers["optimizer"].param_groups)],
+                                 fused=True)
     for group in old_style.param_groups:  # one step of what earlier versions ran
         for p in group["params"]:
             p.grad = torch.randn_like(p)
@@ -182,13 +185,52 @@ def test_optimizer_state_saved_per_parameter_loads_into_the_flat_optimizer(algor
     path = agent.save(tmp_path / "old.zip")
 
     loaded = trainer.load(path)
-    for old_group, new_group in zip(old_style.param_groups, loaded.optimizer.param_groups):
+    optimizer = loaded.optimizers["optimizer"]
+    for old_group, new_group in zip(old_style.param_groups, optimizer.param_groups):
         (flat,) = new_group["params"]
         for slot in ("exp_avg", "exp_avg_sq"):
             expected = torch.cat([old_style.state[p][slot].reshape(-1) for p in old_group["params"]])
-            torch.testing.assert_close(loaded.optimizer.state[flat][slot].reshape(-1), expected)
-        assert float(loaded.optimizer.state[flat]["step"]) == 1.0
+            torch.testing.assert_close(optimizer.state[flat][slot].reshape(-1), expected)
+        assert float(optimizer.state[flat]["step"]) == 1.0
     loaded.learn(50)  # and it goes on learning
+
+
+def optimizers_per_network(agent) -> list[tuple[torch.optim.Optimizer, torch.Tensor]]:
+    """SAC's and TD3's optimizers with their flat parameter, in the order their checkpoints keep them."""
+    pairs = [(agent.actor_optimizer, agent.actor_flat.param), (agent.critic_optimizer, agent.critic_flat.param)]
+    return pairs + ([(agent.alpha_optimizer, agent.log_alpha.value)] if agent.name == "sac" else [])
+
+
+@pytest.mark.parametrize("algorithm", ["sac", "td3"])
+def test_sac_and_td3_checkpoints_from_their_single_optimizer_load_into_one_optimizer_per_network(algorithm,
+                                                                                                 tmp_path):
+    """Before SAC and TD3 stepped the critic first, one Adam held a group per network; their checkpoints
+    keep that layout, so an old one's moments, step counts and learning rates go to the right optimizer."""
+    agent = trainer.make(algorithm, "Pendulum-v1", seed=0, hidden_layers="16,16", batch_size=16,
+                         learning_starts=50, buffer_size=500)
+    agent.learn(100)
+    parameters = [parameter for _, parameter in optimizers_per_network(agent)]
+    learning_rates = [1e-3, 2e-3, 3e-3][:len(parameters)]
+    single = FlatAdam([{"params": [p], "lr": lr} for p, lr in zip(parameters, learning_rates)])
+    for _ in range(2):  # two steps of what earlier versions ran
+        for p in parameters:
+            p.grad = torch.randn_like(p)
+        single.step()
+    agent.optimizers["optimizer"] = single
+    loaded = trainer.load(agent.save(tmp_path / "old.zip"))
+
+    for (optimizer, parameter), old, learning_rate in zip(optimizers_per_network(loaded), parameters,
+                                                          learning_rates):
+        (group,) = optimizer.param_groups
+        assert group["lr"] == learning_rate and group["params"][0] is parameter
+        for slot in ("exp_avg", "exp_avg_sq", "step"):
+            torch.testing.assert_close(optimizer.state[parameter][slot], single.state[old][slot])
+    loaded.learn(50)  # it goes on learning, and its own checkpoint round-trips
+    again = trainer.load(loaded.save(tmp_path / "new.zip"))
+    for (optimizer, parameter), (reloaded, same) in zip(optimizers_per_network(loaded), optimizers_per_network(again)):
+        assert float(optimizer.state[parameter]["step"]) > 2.0
+        for slot in ("exp_avg", "exp_avg_sq", "step"):
+            torch.testing.assert_close(reloaded.state[same][slot], optimizer.state[parameter][slot])
 
 
 def test_it_refuses_optimizer_state_that_fits_no_layout(checkpoint, tmp_path):
@@ -199,3 +241,24 @@ def test_it_refuses_optimizer_state_that_fits_no_layout(checkpoint, tmp_path):
     tampered = tampered_copy(checkpoint[1], tmp_path, one_group_too_many)
     with pytest.raises(CheckpointError, match="optimizer state does not fit"):
         trainer.load(tampered)
+
+
+def test_an_evaluation_a_stop_interrupted_is_done_first_when_the_run_resumes(tmp_path, monkeypatch):
+    """A cancel that lands during the periodic evaluation at step 200 ends the run at 200 with no evaluation
+    reported there; the checkpoint says one is due, and the resumed run reports it at 200 before it trains
+    on, so the history holds one evaluation every eval_interval steps (none lost at the resume)."""
+    monkeypatch.setattr(runner_module, "STOP_POLL_SECONDS", 0.0)  # the stop is seen at once, inside the evaluation
+    agent = trainer.make("dqn", "CartPole-v1", seed=0, **TINY)
+    first = ListSink(stop_after=200)  # the train event at 200 comes just before the evaluation at 200
+    summary = agent.learn(1_000, sink=first, eval_interval=200, eval_episodes=2, log_interval=100,
+                          checkpoint_dir=tmp_path)
+    assert summary["status"] == "cancelled" and summary["steps"] == 200
+    assert first.of_kind("eval") == [] and agent.eval_due
+
+    loaded = trainer.load(tmp_path / "final.zip")
+    assert loaded.eval_due and loaded.steps_done == 200
+    second = ListSink()
+    summary = loaded.learn(0, sink=second, end_step=600, eval_interval=200, eval_episodes=2)
+    assert summary["status"] == "succeeded"
+    assert [event["step"] for event in second.of_kind("eval")] == [200, 400, 600]
+    assert [event["kind"] for event in second.events[:2]] == ["started", "eval"] and not loaded.eval_due

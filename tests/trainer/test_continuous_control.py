@@ -68,74 +68,85 @@ def random_buffer(agent, size=512):
     return buffer
 
 
-@pytest.mark.parametrize("settings", [{}, dict(auto_alpha=False, alpha=0.2), dict(normalize_observation=True)])
-def test_sacs_hand_written_gradients_equal_autograds(settings):
-    agent = trainer.make("sac", "MountainCarContinuous-v0", seed=0, **{**TINY["sac"], **settings})
-    assert agent.by_hand
+def flat_gradient(loss: torch.Tensor, module: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, list(module.parameters()))])
+
+
+@pytest.mark.parametrize("settings", [{}, dict(auto_alpha=False, alpha=0.2)])
+def test_sacs_actor_learns_against_the_critics_after_their_step(settings):
+    """Haarnoja et al.'s order, as stable-baselines3 and CleanRL take it: the critics step first, and the
+    actor's gradient is its loss's through the updated critics, not through those the update began with."""
+    agent = trainer.make("sac", "Pendulum-v1", seed=0, **{**TINY["sac"], **settings})
     buffer = random_buffer(agent)
-    terminated = buffer.terminated[:len(buffer)]
-    terminated[::3] = 1.0  # some terminal transitions
-    for _ in range(3):  # move away from the initial parameters, through the hand-written path
+    for _ in range(3):  # move away from the initial parameters
         agent.update(buffer.sample(64, agent.rng))
-    agent.actor.body[-1].bias.data[1] = 2.5  # one log-std clamped at its bound: no gradient through it
     batch = buffer.sample(64, agent.rng)
-    results = []
-    for compute in (agent.gradients_by_hand, agent.gradients):
-        torch.manual_seed(3)  # the same draws for a' and a
-        metrics = compute(batch)
-        results.append(({k: float(v) for k, v in metrics.items()},
-                        agent.actor_flat.param.grad.clone(), agent.critic_flat.param.grad.clone(),
-                        agent.log_alpha.value.grad))
-    (metrics, actor, critic, alpha), (metrics_ref, actor_ref, critic_ref, alpha_ref) = results
-    assert metrics == pytest.approx(metrics_ref, rel=1e-5, abs=1e-6)
-    torch.testing.assert_close(critic, critic_ref, rtol=1e-4, atol=1e-6)
-    torch.testing.assert_close(actor, actor_ref, rtol=1e-4, atol=1e-6)
-    if agent.config.auto_alpha:
-        torch.testing.assert_close(alpha, alpha_ref, rtol=1e-5, atol=1e-7)
+    actor_before, critic_before = agent.actor_flat.param.detach().clone(), agent.critic_flat.param.detach().clone()
+    alpha = agent.log_alpha.value.detach().exp()
+    torch.manual_seed(5)
+    metrics = agent.update(batch)
+    gradient, critic_after = agent.actor_flat.param.grad.clone(), agent.critic_flat.param.detach().clone()
+    assert not torch.equal(critic_after, critic_before)
+
+    def actor_loss_with(critic_weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            agent.actor_flat.param.copy_(actor_before)
+            agent.critic_flat.param.copy_(critic_weights)
+        torch.manual_seed(5)
+        agent.targets(batch, batch.next_obs, alpha)  # the critic step's draws, so the actor's are the same
+        actions, log_prob = agent.actor.sample(batch.obs)
+        return (alpha * log_prob - agent.critic(batch.obs, actions).min(dim=0).values).mean(), log_prob
+
+    loss, log_prob = actor_loss_with(critic_after)
+    assert float(metrics["train/actor_loss"]) == pytest.approx(loss.item(), rel=1e-5)
+    torch.testing.assert_close(gradient, flat_gradient(loss, agent.actor), rtol=1e-4, atol=1e-6)
+    stale, _ = actor_loss_with(critic_before)
+    assert not torch.allclose(gradient, flat_gradient(stale, agent.actor), rtol=1e-3, atol=1e-5)
+    if agent.config.auto_alpha:  # alpha's loss, -mean(log(alpha) (log pi + target entropy)), on the same draws
+        expected = -(log_prob.detach() + agent.target_entropy).mean()
+        torch.testing.assert_close(agent.log_alpha.value.grad, expected, rtol=1e-5, atol=1e-7)
     else:
-        assert alpha is None and alpha_ref is None
-    assert actor.abs().sum() > 0 and critic.abs().sum() > 0
+        assert agent.log_alpha.value.grad is None
 
 
 @pytest.mark.parametrize("algorithm", ["td3", "ddpg"])
-@pytest.mark.parametrize("update_actor", [True, False])
-def test_td3_and_ddpgs_hand_written_gradients_equal_autograds(algorithm, update_actor):
-    agent = trainer.make(algorithm, "MountainCarContinuous-v0", seed=0, **TINY[algorithm])
-    assert agent.by_hand
+def test_td3_and_ddpgs_actor_learns_against_the_critics_after_their_step(algorithm):
+    """Fujimoto et al.'s order, as stable-baselines3 and CleanRL take it: the critics step first, and on a
+    policy update the actor's gradient is that of -Q_1(s, mu(s)) through the updated first critic."""
+    agent = trainer.make(algorithm, "Pendulum-v1", seed=0, **TINY[algorithm])
     buffer = random_buffer(agent)
-    buffer.terminated[:len(buffer):3] = 1.0
-    for _ in range(4):
+    for _ in range(3):  # td3: the fourth update is a policy update
         agent.update(buffer.sample(64, agent.rng))
     batch = buffer.sample(64, agent.rng)
-    results = []
-    for compute in (agent.gradients_by_hand, agent.gradients):
-        agent.actor_flat.param.grad.fill_(float("nan"))  # what neither may touch on a critic-only update
-        agent.critic_flat.param.grad.fill_(float("nan"))
-        torch.manual_seed(3)  # the same target smoothing noise
-        metrics = compute(batch, update_actor)
-        results.append(({k: float(v) for k, v in metrics.items()}, agent.critic_flat.param.grad.clone(),
-                        agent.actor_flat.param.grad.clone()))
-    (metrics, critic, actor), (metrics_ref, critic_ref, actor_ref) = results
-    assert metrics == pytest.approx(metrics_ref, rel=1e-5, abs=1e-6)
-    assert ("train/actor_loss" in metrics) == update_actor
-    torch.testing.assert_close(critic, critic_ref, rtol=1e-4, atol=1e-6)
-    assert critic.abs().sum() > 0
-    if update_actor:
-        torch.testing.assert_close(actor, actor_ref, rtol=1e-4, atol=1e-6)
-        assert actor.abs().sum() > 0
-    else:
-        assert actor.isnan().all() and actor_ref.isnan().all()
+    actor_before, critic_before = agent.actor_flat.param.detach().clone(), agent.critic_flat.param.detach().clone()
+    actor_updates = agent.actor_updates
+    metrics = agent.update(batch)
+    assert agent.actor_updates == actor_updates + 1
+    gradient, critic_after = agent.actor_flat.param.grad.clone(), agent.critic_flat.param.detach().clone()
+    assert not torch.equal(critic_after, critic_before)
+
+    def actor_loss_with(critic_weights: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            agent.actor_flat.param.copy_(actor_before)
+            agent.critic_flat.param.copy_(critic_weights)
+        return -agent.critic(batch.obs, agent.actor(batch.obs))[0].mean()
+
+    loss = actor_loss_with(critic_after)
+    assert float(metrics["train/actor_loss"]) == pytest.approx(loss.item(), rel=1e-5)
+    torch.testing.assert_close(gradient, flat_gradient(loss, agent.actor), rtol=1e-4, atol=1e-6)
+    assert not torch.allclose(gradient, flat_gradient(actor_loss_with(critic_before), agent.actor), rtol=1e-3,
+                              atol=1e-5)
 
 
 def test_td3s_actor_sits_out_the_critic_only_updates():
-    """Between delayed policy updates only the critics step: the actor, its Adam moments and step count
-    and the target networks stay as they were, as when torch's Adam meets a parameter without a gradient."""
+    """Between delayed policy updates only the critics step: the actor, its optimizer's moments and step
+    count and the target networks stay as they were."""
     agent = trainer.make("td3", "MountainCarContinuous-v0", seed=0, **TINY["td3"])
     buffer = random_buffer(agent)
     actor, critic = agent.actor_flat.param, agent.critic_flat.param
 
     def actor_side():
-        state = agent.optimizer.state[actor]
+        state = agent.actor_optimizer.state[actor]
         return [actor.clone(), state["exp_avg"].clone(), state["step"].clone(),
                 *(flat.param.clone() for flat in agent.target_flats)]
 
@@ -154,9 +165,8 @@ def test_td3s_actor_sits_out_the_critic_only_updates():
 
 @pytest.mark.parametrize("algorithm", ["sac", "td3", "ddpg"])
 def test_the_autograd_path_in_bfloat16_trains(algorithm):
-    """bfloat16 (and any GPU) takes the autograd path with batched critic products."""
+    """bfloat16 (and any GPU) takes batched critic products instead of the hand-written critic pass."""
     agent = trainer.make(algorithm, "Pendulum-v1", seed=0, precision="bfloat16", **TINY[algorithm])
-    assert not agent.by_hand
     sink = ListSink()
     before = [p.detach().clone() for p in agent.critic.parameters()]
     agent.learn(300, sink=sink, eval_episodes=1)
@@ -225,18 +235,28 @@ def test_ddpg_has_one_critic_no_smoothing_and_updates_the_actor_every_time():
     assert (agent.critic_updates, agent.actor_updates) == (4, 4)
 
 
+def test_ddpgs_learning_rate_annealing_lowers_both_optimizers_rates():
+    agent = trainer.make("ddpg", "Pendulum-v1", seed=0, lr_schedule="linear", policy_learning_rate=2e-3,
+                         critic_learning_rate=1e-3, **TINY["ddpg"])
+    agent.learn(300, eval_episodes=0)
+    actor_rate = agent.actor_optimizer.param_groups[0]["lr"]
+    critic_rate = agent.critic_optimizer.param_groups[0]["lr"]
+    assert critic_rate < 1e-3 / 100 and actor_rate == pytest.approx(2 * critic_rate, abs=1e-12)  # annealed to 0
+
+
 def _batched_critics(critics: QEnsemble, observations, actions, members):
-    """The general path of QEnsemble (batched products through autograd), as on a GPU or in bfloat16."""
+    """The first `members` critics as batched matrix products, one per layer."""
     x = torch.cat([observations, actions], dim=1).unsqueeze(0).expand(members, -1, -1)
-    for layer in critics.layers[:-1]:
-        x = torch.relu(layer(x, members))
-    return critics.layers[-1](x, members).squeeze(-1)
+    for depth, layer in enumerate(critics.layers):
+        x = torch.baddbmm(layer.bias[:members], x, layer.weight[:members])
+        x = torch.relu(x) if depth < len(critics.layers) - 1 else x
+    return x.squeeze(-1)
 
 
 @pytest.mark.parametrize("members", [2, 1])
 @pytest.mark.parametrize("frozen", [False, True])
-@pytest.mark.parametrize("loss", ["squared", "min"])  # through a min, frozen critics skip the rows without gradient
-def test_the_hand_written_critic_pass_gives_autograds_values_and_gradients(members, frozen, loss):
+@pytest.mark.parametrize("loss", ["squared", "min"])
+def test_each_critic_of_an_ensemble_gives_the_values_and_gradients_of_its_own_network(members, frozen, loss):
     torch.manual_seed(0)
     critics = QEnsemble(gym.spaces.Box(-1, 1, (3,)), 2, (32, 16), num_q=2)
     critics.requires_grad_(not frozen)
@@ -320,7 +340,7 @@ def test_it_trains_saves_loads_with_the_same_actions_and_evaluates(algorithm, tm
 
 
 def test_normalisation_statistics_round_trip_through_the_checkpoint(tmp_path):
-    agent = trainer.make("td3", "Pendulum-v1", seed=0, normalize_observation=True, normalize_reward=True,
+    agent = trainer.make("td3", "Pendulum-v1", seed=0, normalize_observations=True, normalize_rewards=True,
                          **TINY["td3"])
     agent.learn(200, checkpoint_dir=tmp_path, eval_episodes=0)
     loaded = trainer.load(tmp_path / "final.zip")
@@ -356,8 +376,8 @@ def test_sac_reports_alpha_entropy_and_both_losses():
 @pytest.mark.parametrize("algorithm", ["sac", "td3"])
 def test_it_trains_a_few_thousand_steps_on_a_mujoco_task(algorithm):
     agent = trainer.make(algorithm, "HalfCheetah-v5", seed=0, hidden_layers="32,32", batch_size=32,
-                         learning_starts=1000, train_frequency=4, normalize_observation=True,
-                         **({"gradient_steps": 1} if algorithm == "sac" else {"num_updates_per_iter": 1}))
+                         learning_starts=1000, train_frequency=4, normalize_observations=True,
+                         gradient_steps=1)
     summary = agent.learn(2000, eval_episodes=0)
     assert summary["steps"] == 2000
     assert agent.action_space.shape == (6,) and len(agent.buffer) == 2000

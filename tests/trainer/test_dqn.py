@@ -139,44 +139,12 @@ def test_asking_for_cuda_without_a_gpu_is_a_clear_error():
         trainer.make("dqn", "CartPole-v1", device="cuda", **TINY)
 
 
-@pytest.mark.parametrize("delta_clip, weighted", [(1.0, False), (1.0, True), (0.5, False), (0.0, True)])
-def test_hand_written_td_gradients_equal_autograds(delta_clip, weighted):
-    import copy
-
-    from torch.nn import functional as F
-
-    from trainer.algorithms.dqn import td_loss_gradients
-    from trainer.networks import FlatParameters, mlp
-
-    torch.manual_seed(0)
-    network = mlp(4, (32, 16), 3)
-    reference = copy.deepcopy(network)
-    FlatParameters(network.parameters())  # gives every parameter a gradient to write into
-    for parameter in network.parameters():
-        parameter.grad.fill_(123.0)  # overwritten, not accumulated
-    features, actions = torch.randn(20, 4), torch.randint(0, 3, (20,))
-    targets = 3 * torch.randn(20)  # TD errors on both sides of the Huber threshold
-    weights = torch.rand(20) if weighted else None
-    per_sample, q = td_loss_gradients(list(network), features, actions, targets, weights, delta_clip)
-
-    outputs = reference(features)[torch.arange(20), actions]
-    expected = (F.huber_loss(outputs, targets, delta=delta_clip, reduction="none") if delta_clip
-                else F.mse_loss(outputs, targets, reduction="none"))
-    assert (expected.detach() > 0.5 * delta_clip ** 2).any() and (expected.detach() < 0.5 * delta_clip ** 2).any() \
-        or not delta_clip
-    (expected * weights if weighted else expected).mean().backward()
-    torch.testing.assert_close(per_sample, expected.detach())
-    torch.testing.assert_close(q, outputs.detach())
-    for mine, theirs in zip(network.parameters(), reference.parameters()):
-        torch.testing.assert_close(mine.grad, theirs.grad)
-
-
 def test_plain_networks_act_through_numpy_views_that_follow_every_update_and_load(tmp_path):
     from trainer.checkpoint import load_checkpoint, save_checkpoint
 
     agent = trainer.make("dqn", "CartPole-v1", seed=0, **TINY)
-    assert agent.plain_mlp and agent.numpy_q_network is not None
-    assert not any(trainer.make(name, "CartPole-v1", **TINY).plain_mlp for name in ("dueling-dqn", "noisy-dqn", "c51"))
+    assert agent.hand_path and agent.numpy_q_network is not None
+    assert not any(trainer.make(name, "CartPole-v1", **TINY).hand_path for name in ("dueling-dqn", "noisy-dqn", "c51"))
     observations = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
 
     def q_values(model):

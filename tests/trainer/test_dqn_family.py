@@ -111,7 +111,7 @@ def test_prioritized_beta_anneals_to_one_and_stays_there():
 
 
 def test_polyak_target_updates_move_the_target_by_tau():
-    agent = trainer.make("dqn", "CartPole-v1", target_update_tau=0.25, **TINY)
+    agent = trainer.make("dqn", "CartPole-v1", tau=0.25, **TINY)
     with torch.no_grad():
         for parameter in agent.q_network.parameters():
             parameter.add_(1.0)
@@ -144,7 +144,7 @@ def test_every_preset_trains_saves_loads_and_evaluates_on_every_observation_spac
 
 def test_rainbow_combines_every_extension():
     config = trainer.make("rainbow", "CartPole-v1", **TINY).config
-    assert (config.double_q, config.dueling, config.noisy, config.n_step, config.prioritized_replay,
+    assert (config.double_q, config.dueling, config.noisy, config.n_step_return, config.prioritized_replay,
             config.categorical, config.priority_alpha) == (True, True, True, 3, True, True, 0.5)
 
 
@@ -156,7 +156,7 @@ def test_pong_steps_the_real_atari_env_through_the_cnn(tmp_path):
     assert trainer.load(tmp_path / "final.zip").predict(agent.observation_space.sample()) in range(6)
 
 
-@pytest.mark.parametrize("extra", [{}, {"categorical": True}, {"n_step": 3}])
+@pytest.mark.parametrize("extra", [{}, {"categorical": True}, {"n_step_return": 3}])
 def test_a_training_phase_with_shared_targets_equals_one_step_at_a_time(extra):
     agent, twin = (trainer.make("dqn", "CartPole-v1", seed=0, **{**TINY, **extra}) for _ in range(2))
     agent.learn(200)
@@ -166,7 +166,7 @@ def test_a_training_phase_with_shared_targets_equals_one_step_at_a_time(extra):
     list(agent.update_many(agent.buffer, 5))
     indices = twin.buffer.sample_indices(5 * 16, twin.rng)
     for k in range(5):
-        batch = twin.buffer.batch(indices[k * 16:(k + 1) * 16], twin.config.n_step, twin.config.gamma)
+        batch = twin.buffer.batch(indices[k * 16:(k + 1) * 16], twin.config.n_step_return, twin.config.gamma)
         twin.learn_from(batch, twin.targets(batch))
     for mine, theirs in zip(agent.q_network.parameters(), twin.q_network.parameters()):
         assert torch.allclose(mine, theirs, atol=1e-6)

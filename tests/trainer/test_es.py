@@ -61,7 +61,7 @@ def test_num_agents_must_be_even():
 def test_it_trains_reports_the_population_saves_loads_and_evaluates(tmp_path):
     sink = ListSink()
     agent = trainer.make("es", "CartPole-v1", seed=0, num_agents=6, num_workers=1, hidden_layers="8",
-                         normalize_observation=True)
+                         normalize_observations=True)
     summary = agent.learn(500, sink=sink, checkpoint_dir=tmp_path, eval_episodes=1)
     assert summary["status"] == "succeeded" and summary["steps"] >= 500
     train = [e["values"] for e in sink.of_kind("train")]

@@ -1,4 +1,4 @@
-"""Learning checks: a small budget reaches a known score (ALGORITHMS.md, section 1)."""
+"""Learning checks: a small budget reaches a known score (docs/algorithms.md, section 1)."""
 
 import pytest
 

@@ -68,3 +68,12 @@ def test_schema_describes_itself_as_json():
     described = param_named("learning_rate").describe()
     assert described["type"] == "float" and described["low"] == 0 and described["low_inclusive"] is False
     assert described["help"]
+
+
+@pytest.mark.parametrize("name, raw", [("learning_starts", "1e308"), ("learning_starts", str(10**30)),
+                                       ("target_update_interval", str(2**63)), ("max_grad_norm", "1e308"),
+                                       ("max_grad_norm", "-1e13")])
+def test_it_refuses_numbers_no_hyperparameter_needs_even_without_bounds_of_its_own(name, raw):
+    with pytest.raises(ConfigError) as error:
+        build_config(DQNConfig, {name: raw})
+    assert "between" in error.value.errors[name]

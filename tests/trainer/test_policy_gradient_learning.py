@@ -1,4 +1,4 @@
-"""Learning checks for the policy-gradient algorithms (ALGORITHMS.md, section 1b); each stops at the
+"""Learning checks for the policy-gradient algorithms (docs/algorithms.md, section 1b); each stops at the
 first evaluation that reaches its threshold. The full figures (3 seeds, Pendulum, speed against SB3)
 are in benchmarks/policy_gradient.py."""
 

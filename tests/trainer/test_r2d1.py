@@ -14,7 +14,7 @@ from trainer.algorithms.r2d1 import (RecurrentQNetwork, SequenceReplay, inverse_
 
 from tests.trainer import envs_for_tests  # noqa: F401
 
-TINY = dict(learning_starts=64, batch_size=4, buffer_size=400, sequence_length=4, burn_in=2, n_step=2,
+TINY = dict(learning_starts=64, batch_size=4, buffer_size=400, sequence_length=4, burn_in=2, n_step_return=2,
             num_envs=2, hidden_size=8, lstm_size=8, target_update_interval=50)
 
 
@@ -155,7 +155,7 @@ def test_r2d1_refuses_continuous_actions_and_a_buffer_too_small_for_two_sequence
     with pytest.raises(trainer.ConfigError, match="action"):
         trainer.make("r2d1", "Pendulum-v1")
     with pytest.raises(trainer.ConfigError) as error:
-        trainer.make("r2d1", "CartPole-v1", buffer_size=100, sequence_length=40, burn_in=20, n_step=5, num_envs=4)
+        trainer.make("r2d1", "CartPole-v1", buffer_size=100, sequence_length=40, burn_in=20, n_step_return=5, num_envs=4)
     assert "buffer_size" in error.value.errors
 
 

@@ -41,7 +41,7 @@ def test_batches_hold_only_whole_episodes():
     agent = trainer.make("reinforce", "CartPole-v1", seed=0, **TINY)
     batches = []
     original = agent.update
-    agent.update = lambda episodes: batches.append(episodes) or original(episodes)
+    agent.update = lambda episodes, *rest: batches.append(episodes) or original(episodes, *rest)
     agent.learn(500, eval_episodes=0)
     assert batches
     for episodes in batches:

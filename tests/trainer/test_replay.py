@@ -38,6 +38,22 @@ def test_sum_tree_batch_update_with_repeated_indices_keeps_the_last_value():
     assert tree[3] == 2.0 and tree.total == 6.0
 
 
+@pytest.mark.parametrize("batch", [1, 3, 32])  # a few indices climb as integers, a batch as arrays
+def test_every_inner_node_of_the_sum_tree_is_the_sum_of_its_children(batch):
+    rng = np.random.default_rng(batch)
+    tree = SumTree(1000)
+    priorities = np.zeros(1000)
+    for _ in range(200):
+        indices = rng.integers(0, 1000, batch)  # repeats included
+        values = rng.random(batch)
+        tree.update(indices, values)
+        for index, value in zip(indices, values):
+            priorities[index] = value
+    inner = np.arange(1, tree.capacity)
+    assert np.allclose(tree.tree[inner], tree.tree[2 * inner] + tree.tree[2 * inner + 1])
+    assert np.allclose(tree[np.arange(1000)], priorities) and tree.total == pytest.approx(priorities.sum())
+
+
 def test_prioritized_sampling_follows_priority_to_the_alpha():
     buffer = PrioritizedReplayBuffer(4, (1,), np.float32, alpha=0.5, epsilon=1e-9)
     buffer.add(np.zeros((4, 1)), np.zeros(4), np.zeros(4), np.zeros((4, 1)), np.zeros(4))

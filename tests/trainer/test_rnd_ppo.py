@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import trainer
+from trainer.algorithms.ppo import ratio_statistics, value_loss
 from trainer.events import ListSink
 
 from tests.trainer.policy_gradient_checks import (ACTION_ENVS, OBSERVATION_ENVS, same_seed_gives_identical_metrics,
@@ -58,3 +59,32 @@ def test_intrinsic_returns_flow_across_episode_ends_and_statistics_round_trip(tm
     observations = torch.tensor([[0.0], [2.0]])
     with torch.no_grad():
         torch.testing.assert_close(loaded.novelty(observations), agent.novelty(observations))
+
+
+def test_it_reports_its_statistics_as_means_over_every_minibatch_of_every_epoch(monkeypatch):
+    """As PPO and stable-baselines3: 2 epochs of 2 minibatches give 4 values of each statistic."""
+    import trainer.algorithms.rnd_ppo as rnd_ppo
+
+    kls, value_losses = [], []
+
+    def recorded_statistics(log_ratio, clip_range):
+        approx_kl, clip_fraction = ratio_statistics(log_ratio, clip_range)
+        kls.append(float(approx_kl))
+        return approx_kl, clip_fraction
+
+    def recorded_value_loss(*args):
+        loss = value_loss(*args)
+        value_losses.append(float(loss.detach()))
+        return loss
+
+    monkeypatch.setattr(rnd_ppo, "ratio_statistics", recorded_statistics)
+    monkeypatch.setattr(rnd_ppo, "value_loss", recorded_value_loss)
+    sink = ListSink()
+    agent = trainer.make("rnd-ppo", "CartPole-v1", seed=0, **{**TINY, "learning_rate": 0.01, "lr_schedule": "constant"})
+    agent.learn(16 + 32, sink=sink, eval_episodes=0)  # the warm-up's 16 env steps, then one rollout
+    (values,) = [event["values"] for event in sink.of_kind("train")]
+    assert len(kls) == 2 * 2 and len(value_losses) == 2 * 2 * 2  # extrinsic and intrinsic values
+    assert values["train/approx_kl"] == pytest.approx(np.mean(kls))
+    assert values["train/value_loss"] == pytest.approx(np.mean(value_losses[0::2]))
+    assert values["train/intrinsic_value_loss"] == pytest.approx(np.mean(value_losses[1::2]))
+    assert values["train/approx_kl"] != pytest.approx(np.mean(kls[2:]))

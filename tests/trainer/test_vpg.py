@@ -42,7 +42,7 @@ def test_a_truncated_episode_is_bootstrapped_from_the_value_of_its_last_observat
 
 
 def test_the_policy_loss_uses_a_detached_baseline_and_subtracts_the_entropy_bonus():
-    agent = trainer.make("vpg", "rlweb-test/Corridor-box-v0", seed=0, gamma=0.5, entropy_beta=0.1,
+    agent = trainer.make("vpg", "rlweb-test/Corridor-box-v0", seed=0, gamma=0.5, entropy_coef=0.1,
                          normalize_advantage=False, **TINY)
     obs = torch.tensor([[0.0], [1.0], [0.0]])
     with torch.no_grad():
@@ -64,6 +64,6 @@ def test_the_policy_loss_uses_a_detached_baseline_and_subtracts_the_entropy_bonu
     for p, q in zip(agent.network.critic_parameters(), critic):
         torch.testing.assert_close(p.detach(), q)
     expected = -(log_probs * advantages).mean() - 0.1 * entropy
-    agent2 = trainer.make("vpg", "rlweb-test/Corridor-box-v0", seed=0, gamma=0.5, entropy_beta=0.1,
+    agent2 = trainer.make("vpg", "rlweb-test/Corridor-box-v0", seed=0, gamma=0.5, entropy_coef=0.1,
                           normalize_advantage=False, **TINY)
     assert agent2.update(two_episodes())["train/loss"] == pytest.approx(expected.item(), rel=1e-5)

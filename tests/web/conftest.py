@@ -1,19 +1,47 @@
 """The base of every web test: a real Redis (flushed), media in a temporary folder, an owner and a
-stranger with their logged-in clients, and ways to make experiments and trained runs."""
+stranger with their logged-in clients, and ways to make experiments and trained runs; for the storage tests,
+a bucket of a real S3-protocol server (`s3_bucket`)."""
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 from django.test import Client
 
+from rlweb import settings as rlweb_settings
 from rlweb.experiments.models import Experiment, Run
 from rlweb.experiments.tasks import train_run
 from tests.web.helpers import PASSWORD, TINY_DQN, TINY_STEPS
+from tests.web.s3 import MotoServer
 
 @pytest.fixture(autouse=True)
 def web_environment(db, live_redis, settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
+    # the heartbeat thread has its own connection, which the test's open transaction would hold up: the tests
+    # that need it (tests/web/test_heartbeat.py) use a transactional database and set a short beat
+    settings.HEARTBEAT_SECONDS = 3600
     return live_redis
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3-protocol server (moto's standalone server, a process of its own) for the session."""
+    server = MotoServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server, settings, monkeypatch):
+    """Checkpoints and videos go to a new bucket of the test's S3 server: STORAGES as rlweb's settings build it
+    from the RLWEB_S3_* variables. Returns the bucket (boto3) for the test to look into."""
+    name = f"rlweb-{uuid.uuid4().hex[:12]}"
+    bucket = s3_server.bucket(name)
+    for variable, value in s3_server.environment(name).items():
+        monkeypatch.setenv(variable, value)
+    settings.STORAGES = {**settings.STORAGES, "default": rlweb_settings.media_storage()}
+    return bucket
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ def form_data(**overrides) -> dict:
     """What the browser posts for a tiny DQN CartPole experiment."""
     data = {"name": "tiny", "algorithm": "dqn", "env_id": "CartPole-v1", "num_seeds": "1",
             "total_steps": str(TINY_STEPS), "eval_interval": "200", "eval_episodes": "2",
-            "checkpoint_interval": "0", "video_interval": "0", "device": "cpu"}
+            "checkpoint_interval": "0", "video_interval": "0", "device": "cpu", "auto_resume": "on",
+            "max_auto_resumes": "3"}
     data.update({f"hp_{param.name}": str(param.default) for param in trainer.get_spec("dqn").params()})
     data.update({f"hp_{name}": str(value) for name, value in TINY_DQN.items()})
     data.update(overrides)

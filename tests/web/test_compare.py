@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from rlweb.experiments import compare, history
+from rlweb.experiments import compare, history, lifecycle
 from rlweb.experiments.models import Event, MetricBucket, Run
 
 SQRT2 = math.sqrt(2)
@@ -240,8 +240,8 @@ def test_a_resumed_runs_wall_time_is_the_whole_run_and_its_speed_that_of_its_cur
     Run.objects.filter(pk=run.pk).update(status="cancelled", first_started_at=started, started_at=started,
                                          attempts=1, finished_at=started + timedelta(seconds=300))
     run.refresh_from_db()
-    assert run.request_resume()
-    resumed, _ = Run.claim_resume(run.pk, worker_host="test")
+    assert lifecycle.resume(run)
+    resumed, _ = lifecycle.claim(run.pk, worker="test")
     # the second attempt went on from step 3000 to 4000 in 100 s
     Run.objects.filter(pk=run.pk).update(status="succeeded", start_step=3000, steps_done=4000,
                                          finished_at=resumed.started_at + timedelta(seconds=100))

@@ -172,7 +172,7 @@ def expected_rows(runs) -> list[list[str]]:
     rows = []
     for run in runs:
         for event in Event.objects.filter(run=run).order_by("seq"):
-            for key, value in event.values.items():
+            for key, value in sorted(event.values.items()):  # keys sorted, as the export has them
                 rows.append([str(run.pk), run.experiment.name, "dqn", "CartPole-v1", str(run.seed), str(event.seq),
                              event.kind, str(event.step), str(event.time), key, str(value)])
     return rows

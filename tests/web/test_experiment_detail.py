@@ -33,3 +33,12 @@ def test_it_offers_clone_and_delete(owner_client, queued_run):
     html = owner_client.get(reverse("experiment-detail", args=[queued_run.experiment.pk])).content.decode()
     assert f'href="{reverse("experiment-clone", args=[queued_run.experiment.pk])}"' in html
     assert f'action="{reverse("experiment-delete", args=[queued_run.experiment.pk])}"' in html
+
+
+def test_it_says_whether_lost_runs_resume_by_themselves(owner_client, make_experiment):
+    experiment = make_experiment(max_auto_resumes=2)
+    page = owner_client.get(experiment.get_absolute_url()).content.decode()
+    assert "resumes by itself from its latest checkpoint, up to 2 times." in page
+    experiment.auto_resume = False
+    experiment.save()
+    assert "stays lost until you resume it" in owner_client.get(experiment.get_absolute_url()).content.decode()

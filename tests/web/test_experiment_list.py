@@ -28,6 +28,8 @@ def test_it_marks_runs_whose_worker_went_silent_as_lost(owner_client, queued_run
     from datetime import timedelta
 
     stale = timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT + 5)
+    queued_run.experiment.auto_resume = False  # else it is queued again at once (tests/web/test_lifecycle.py)
+    queued_run.experiment.save()
     Run.objects.filter(pk=queued_run.pk).update(status="running", heartbeat_at=stale)
     owner_client.get(reverse("experiment-list"))
     queued_run.refresh_from_db()

@@ -209,3 +209,25 @@ def test_the_environment_list_offers_atari_ids_as_well_as_gymnasium_ones(owner_c
     if not atari:
         pytest.skip("ale-py is not installed here")
     assert f'<option value="{atari[0]}">' in html and '<option value="Pendulum-v1">' in html
+
+
+def test_the_same_form_posted_twice_makes_one_experiment_and_a_new_form_another(owner_client, live_redis):
+    page = owner_client.get(reverse("experiment-new")).content.decode()
+    token = re.search(r'name="submission_token" value="([0-9a-f]{32})"', page).group(1)
+    first = owner_client.post(reverse("experiment-new"), form_data(submission_token=token))
+    again = owner_client.post(reverse("experiment-new"), form_data(submission_token=token))  # a double click
+    experiment = Experiment.objects.get()
+    assert first["Location"] == again["Location"] == experiment.get_absolute_url()
+    assert experiment.runs.count() == 1
+    assert token not in owner_client.get(reverse("experiment-new")).content.decode()  # each form its own
+    owner_client.post(reverse("experiment-new"), form_data(submission_token="another"))
+    assert Experiment.objects.count() == 2
+
+
+def test_lost_runs_resume_by_themselves_unless_the_form_says_otherwise(owner_client):
+    owner_client.post(reverse("experiment-new"), form_data(submission_token="a"))
+    data = form_data(submission_token="b", max_auto_resumes="0")
+    del data["auto_resume"]  # the box unticked
+    owner_client.post(reverse("experiment-new"), data)
+    assert list(Experiment.objects.order_by("pk").values_list("auto_resume", "max_auto_resumes")) == [
+        (True, 3), (False, 0)]

@@ -2,15 +2,16 @@
 
 import json
 import math
+import time
 
 import numpy as np
 import redis
 import trainer
 from django.core.files.storage import default_storage
 
-from rlweb.experiments import live
+from rlweb.experiments import lifecycle, live
 from rlweb.experiments.live import RedisSink
-from rlweb.experiments.models import Checkpoint, Event, Run
+from rlweb.experiments.models import Checkpoint, Event, Experiment, Run
 from tests.web.helpers import TINY_DQN
 
 
@@ -117,10 +118,52 @@ def test_a_run_marked_lost_after_its_heartbeat_stops(queued_run, settings):
 
     from django.utils import timezone
 
+    Experiment.objects.filter(pk=queued_run.experiment_id).update(auto_resume=False)
     Run.objects.filter(pk=queued_run.pk).update(status="running", heartbeat_at=timezone.now())
-    assert Run.mark_lost_runs() == 0
+    assert lifecycle.mark_lost_runs() == 0
     stale = timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT + 1)
     Run.objects.filter(pk=queued_run.pk).update(heartbeat_at=stale)
-    assert Run.mark_lost_runs() == 1
+    assert lifecycle.mark_lost_runs() == 1
     queued_run.refresh_from_db()
     assert queued_run.status == "lost"
+
+
+def test_a_live_page_holds_no_database_connection_between_its_reads(transactional_db, queued_run):
+    from asgiref.sync import async_to_sync
+    from django.db import connection
+
+    assert async_to_sync(live.read_database)(live.run_status, queued_run.pk) == "queued"
+    assert connection.connection is None  # closed: a page open for hours does not keep one of the database's
+
+
+def test_a_finished_runs_stream_keeps_a_short_tail_and_expires_while_the_database_keeps_everything(
+        queued_run, live_redis):
+    sink = RedisSink(queued_run, batch_size=10, stream_tail=5)
+    for step in range(1, 41):
+        sink.emit(episode(step))
+    sink.emit({"kind": "finished", "step": 40, "time": 1.0, "values": {"status": "succeeded"}})
+    sink.close()
+    key = live.stream_key(queued_run.pk)
+    assert [entry_id for entry_id, _ in live_redis.xrange(key)] == ["37-0", "38-0", "39-0", "40-0", "41-0"]
+    assert 0 < live_redis.ttl(key) <= live.FINISHED_STREAM_SECONDS
+    assert list(Event.objects.filter(run=queued_run).values_list("seq", flat=True)) == list(range(1, 42))
+
+
+def test_redis_memory_does_not_grow_with_the_number_of_finished_runs(make_experiment, live_redis, monkeypatch):
+    monkeypatch.setattr(live, "FINISHED_STREAM_SECONDS", 1)
+    experiment = make_experiment()
+    before = live_redis.info("memory")["used_memory"]
+    runs = []
+    for seed in range(50):
+        run = Run.objects.create(experiment=experiment, seed=seed, total_steps=100, task_id=f"task-{seed}")
+        sink = RedisSink(run, batch_size=20, stream_tail=10)
+        for step in range(1, 101):
+            sink.emit(episode(step))
+            assert live_redis.xlen(live.stream_key(run.pk)) <= 10 + 20
+        sink.close()
+        runs.append(run)
+    assert sum(live_redis.xlen(live.stream_key(run.pk)) for run in runs) <= 50 * 10  # only tails, until they expire
+    time.sleep(1.5)
+    assert not any(live_redis.exists(live.stream_key(run.pk)) for run in runs)
+    assert live_redis.info("memory")["used_memory"] - before < 100_000  # 5,000 events of about 150 bytes came by
+    assert Event.objects.filter(run__in=runs).count() == 50 * 100

@@ -1,5 +1,6 @@
-"""The periodic sweep: celery beat sends `rlweb.mark_lost_runs`, which marks runs whose heartbeat went stale as
-lost, without anyone opening a page. (tests/e2e/test_experiment_flows.py sees it happen in the real stack.)"""
+"""The periodic sweep: celery beat sends `rlweb.mark_lost_runs` (lifecycle.sweep) every 10 s, which marks runs
+whose heartbeat went stale as lost, without anyone opening a page. (tests/e2e/test_experiment_flows.py sees it
+happen in the real stack; tests/web/test_lifecycle.py covers what follows: the automatic resume.)"""
 
 from datetime import timedelta
 
@@ -18,7 +19,7 @@ def test_beat_sends_the_sweep_often_and_drops_sweeps_that_waited_too_long(settin
 
 
 def test_the_sweep_marks_only_running_runs_with_a_stale_heartbeat_as_lost(make_experiment, settings):
-    experiment = make_experiment()
+    experiment = make_experiment(auto_resume=False)
     now = timezone.now()
     stale = now - timedelta(seconds=settings.HEARTBEAT_TIMEOUT + 1)
 

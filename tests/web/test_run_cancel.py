@@ -25,9 +25,9 @@ def test_a_running_run_gets_the_stop_flag_and_stops_with_a_final_checkpoint(owne
     assert response.status_code == 302
     assert live_redis.exists(live.stop_key(queued_run.pk))
     queued_run.refresh_from_db()
-    assert queued_run.status == Run.Status.RUNNING  # the worker ends it, at its next check
-    # the worker's side: the run's sink reads the same flag, and training stops early
-    Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.QUEUED)
+    assert queued_run.status == Run.Status.RUNNING and queued_run.stop_requested  # the worker ends it
+    # the worker's side: the run's sink reads the Redis flag (the fast path), and training stops early
+    Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.QUEUED, stop_requested=False)
     assert train_run(queued_run.pk) == "cancelled"
     queued_run.refresh_from_db()
     assert queued_run.status == Run.Status.CANCELLED and queued_run.steps_done < queued_run.total_steps

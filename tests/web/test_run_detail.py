@@ -4,7 +4,7 @@ import re
 
 from django.urls import reverse
 
-from rlweb.experiments.models import Checkpoint
+from rlweb.experiments.models import Checkpoint, Run
 
 
 def test_it_shows_status_progress_and_the_chart_of_a_queued_run(owner_client, queued_run):
@@ -65,7 +65,8 @@ def test_it_shows_the_configuration_device_host_and_timings(owner_client, traine
 
 
 def test_a_failed_run_shows_its_error_and_traceback(owner_client, queued_run):
-    queued_run.mark_failed("ValueError: the env exploded", 'Traceback (most recent call last):\n  File "x.py"')
+    Run.objects.filter(pk=queued_run.pk).update(status="failed", error="ValueError: the env exploded",
+                                                traceback='Traceback (most recent call last):\n  File "x.py"')
     html = owner_client.get(reverse("run-detail", args=[queued_run.pk])).content.decode()
     assert '<span id="run-error-text">ValueError: the env exploded</span>' in html
     assert "<summary>Traceback</summary><pre>Traceback (most recent call last):\n  File &quot;x.py&quot;</pre>" in html

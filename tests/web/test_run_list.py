@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from rlweb.experiments import lists
+from rlweb.experiments import lifecycle, lists
 from rlweb.experiments.models import Run
 
 URL = reverse("run-list")
@@ -83,7 +83,7 @@ def test_the_column_headers_sort_it(owner_client, runs, sort, order):
 def test_a_resumed_run_is_listed_and_sorted_by_its_first_start(owner_client, runs):
     run = runs["failed"]  # started an hour ago; cancelled instead, and resumed now
     Run.objects.filter(pk=run.pk).update(status="cancelled")
-    assert run.request_resume() and Run.claim_resume(run.pk, worker_host="test")
+    assert lifecycle.resume(run) and lifecycle.claim(run.pk, worker="test")
     run.refresh_from_db()
     assert run.started_at > run.first_started_at + timedelta(minutes=59)
     response = owner_client.get(URL, {"sort": "started"})

@@ -10,13 +10,14 @@ from datetime import timedelta
 
 import pytest
 import redis
+from asgiref.sync import async_to_sync
 from django.urls import reverse
 from django.utils import timezone
 
-from rlweb.experiments import live
-from rlweb.experiments.models import Checkpoint, Event, Run
+from rlweb.experiments import lifecycle, live
+from rlweb.experiments.models import Checkpoint, Event, Experiment, Run
 from rlweb.experiments.tasks import train_run
-from tests.web.helpers import read_sse
+from tests.web.helpers import async_sse_text, events_of, parse_sse, read_sse, sse_text
 
 TOTAL = 6_000
 EVAL_INTERVAL = 500
@@ -67,7 +68,12 @@ def steps(run, kind: str) -> list[int]:
 def assert_contiguous(run, resumed_at: int) -> None:
     """The stored history of a run resumed at `resumed_at` reads as one run from 0 to total_steps."""
     events = list(Event.objects.filter(run=run).order_by("seq"))
-    assert [event.seq for event in events] == list(range(1, len(events) + 1))
+    run.refresh_from_db()
+    # each attempt numbers on from 1, the resumed one after every seq the interrupted one sent (forgotten)
+    (kept, through), = run.forgotten_seqs
+    first = [event for event in events if event.seq <= kept]
+    assert [event.seq for event in first] == list(range(1, kept + 1))
+    assert [event.seq for event in events[kept:]] == list(range(through + 1, through + 1 + len(events) - kept))
     assert [event.step for event in events] == sorted(event.step for event in events)  # never back in time
     # one evaluation every EVAL_INTERVAL steps and a final one, none twice, none missing
     assert steps(run, "eval") == list(range(EVAL_INTERVAL, TOTAL, EVAL_INTERVAL)) + [TOTAL]
@@ -118,7 +124,9 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
 
     assert train_run(run.pk) == "succeeded"  # what the worker does with the message
     resumed = read_sse(owner_client.get(reverse("run-stream", args=[run.pk]), HTTP_LAST_EVENT_ID=str(marker.seq)))
-    assert resumed[0]["seq"] == marker.seq + 1 and resumed[0]["kind"] == "started"
+    run.refresh_from_db()
+    assert run.forgotten_seqs == [[marker.seq, run.last_seq]] and run.last_seq > marker.seq  # "finished", ...
+    assert resumed[0]["seq"] == run.last_seq + 1 and resumed[0]["kind"] == "started"
     assert resumed[-1]["kind"] == "finished" and resumed[-1]["values"]["status"] == "succeeded"
     assert_contiguous(run, resumed_at=stopped_at)
     assert Checkpoint.objects.get(run=run, tag="final").step == TOTAL
@@ -133,7 +141,7 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
     assert streamed == stored and streamed[0]["kind"] == "started" and streamed[0]["step"] == stopped_at
     # a page that follows the stream from the start gets the whole history once, in order
     followed = read_sse(owner_client.get(reverse("run-stream", args=[run.pk])))
-    assert [event["seq"] for event in followed] == list(range(1, Event.objects.filter(run=run).count() + 1))
+    assert [event["seq"] for event in followed] == list(Event.objects.filter(run=run).values_list("seq", flat=True))
     # on the run's clock, which the resumed attempt carries on from its checkpoint: a wall-time axis goes on
     times = [event["time"] for event in followed]
     assert times == sorted(times)
@@ -223,11 +231,12 @@ def test_a_resumed_run_keeps_its_first_start_and_adds_the_interrupted_attempts_t
 def test_a_lost_runs_attempt_ends_at_its_last_heartbeat_not_when_the_sweep_noticed(
         owner_client, trained_run, settings, django_capture_on_commit_callbacks):
     settings.HEARTBEAT_TIMEOUT = 600
+    Experiment.objects.filter(pk=trained_run.experiment_id).update(auto_resume=False)  # the user resumes it
     started = timezone.now() - timedelta(hours=1)
     Run.objects.filter(pk=trained_run.pk).update(status=Run.Status.RUNNING, first_started_at=started,
                                                  started_at=started, heartbeat_at=started + timedelta(seconds=1000),
                                                  finished_at=None)
-    assert Run.mark_lost_runs() == 1
+    assert lifecycle.mark_lost_runs() == 1
     trained_run.refresh_from_db()
     assert trained_run.status == Run.Status.LOST
     assert trained_run.finished_at - trained_run.heartbeat_at > timedelta(minutes=40)
@@ -251,7 +260,7 @@ def test_a_lost_run_without_a_checkpoint_starts_over(owner_client, queued_run, d
     queued_run.refresh_from_db()
     assert queued_run.steps_done == queued_run.total_steps and queued_run.start_step == 0
     started = Event.objects.filter(run=queued_run, kind="started")
-    assert started.count() == 1 and started.get().seq == 1
+    assert started.count() == 1 and started.get().seq == 4  # after the forgotten 1 and 2, one apart
 
 
 def test_a_second_delivery_of_the_resume_exits_at_once(owner_client, trained_run, django_capture_on_commit_callbacks):
@@ -291,3 +300,23 @@ def test_the_run_page_offers_resume_only_when_it_can_be_resumed(owner_client, qu
     assert b'id="resume-form"' not in owner_client.get(url).content
     Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.LOST)
     assert b'id="resume-form"' in owner_client.get(url).content
+
+
+def test_a_page_that_drew_the_forgotten_part_of_an_attempt_is_told_to_reload_and_new_events_come_after(
+        owner, owner_client, make_experiment, redis_url, django_capture_on_commit_callbacks):
+    run = cancelled_midway(make_experiment, redis_url)
+    marker = Checkpoint.objects.get(run=run, tag="final").reported_event()
+    dead = Event.objects.filter(run=run).order_by("seq").last()  # "finished: cancelled", forgotten at the resume
+    assert dead.seq > marker.seq
+    with django_capture_on_commit_callbacks(execute=True):
+        resume(owner_client, run)
+    url = reverse("run-stream", args=[run.pk])
+    for last_id in (marker.seq + 1, dead.seq):  # a page that reconnects with an id of the forgotten part
+        messages = parse_sse(sse_text(owner_client.get(url, HTTP_LAST_EVENT_ID=str(last_id))))
+        assert [message["event"] for message in messages][-1] == "reset" and not events_of(messages)
+        assert parse_sse(async_to_sync(async_sse_text)(owner, url, **{"Last-Event-ID": str(last_id)}))[-1][
+            "event"] == "reset"
+    assert train_run(run.pk) == "succeeded"
+    resumed = read_sse(owner_client.get(url, HTTP_LAST_EVENT_ID=str(marker.seq)))  # drawn up to the checkpoint
+    assert resumed[0]["kind"] == "started" and resumed[0]["seq"] > dead.seq  # every new id after every old one
+    assert parse_sse(sse_text(owner_client.get(url, HTTP_LAST_EVENT_ID=str(dead.seq))))[-1]["event"] == "reset"

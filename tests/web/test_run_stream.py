@@ -8,7 +8,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.urls import reverse
 from django.utils import timezone
 
-from rlweb.experiments import live
+from rlweb.experiments import lifecycle, live
 from rlweb.experiments.live import RedisSink
 from rlweb.experiments.models import Event, Run
 from tests.web.helpers import async_sse_text, events_of, parse_sse, read_sse, read_sse_async
@@ -117,6 +117,24 @@ def test_events_trimmed_from_redis_come_from_the_database(owner_client, trained_
     assert read_sse(owner_client.get(stream_url(trained_run))) == stored_events(trained_run)
 
 
+def test_a_live_stream_stays_bounded_and_a_reconnect_far_behind_gets_every_event_from_the_database(
+        owner_client, owner, running_run, live_redis):
+    sink = RedisSink(running_run, batch_size=10, flush_seconds=1000, stream_tail=5)
+    sink.emit({"kind": "started", "step": 0, "time": 0.0, "values": {}})
+    emit_episodes(sink, 3)
+    first = read_messages(owner_client.get(stream_url(running_run)), 4)
+    for _ in range(30):
+        emit_episodes(sink, 7)
+        assert live_redis.xlen(live.stream_key(running_run.pk)) <= 5 + 10  # the tail and what is not stored yet
+    assert int(live_redis.xrange(live.stream_key(running_run.pk), count=1)[0][0].split("-")[0]) > 200  # trimmed
+    resumed = read_messages(owner_client.get(stream_url(running_run), headers={"Last-Event-ID": "4"}), 214 - 4)
+    sink.emit({"kind": "finished", "step": sink.steps_done, "time": 1.0, "values": {"status": "succeeded"}})
+    sink.close()
+    assert first + resumed == stored_events(running_run)[:214]
+    assert async_to_sync(read_sse_async)(owner, stream_url(running_run), **{"Last-Event-ID": "4"}) == stored_events(
+        running_run)[4:]
+
+
 def test_it_sends_heartbeats_while_waiting_and_ends_when_the_run_ends(owner_client, running_run, settings):
     settings.SSE_HEARTBEAT_SECONDS = 0.1
     chunks = iter(owner_client.get(stream_url(running_run)).streaming_content)
@@ -147,7 +165,7 @@ def test_the_asgi_stream_sends_heartbeats_and_ends_when_the_run_ends(owner, runn
 
 
 def test_a_run_cancelled_before_it_started_ends_the_stream_at_once(owner_client, queued_run):
-    queued_run.cancel_queued()
+    assert lifecycle.cancel(queued_run) == "cancelled"
     messages = parse_sse(b"".join(owner_client.get(stream_url(queued_run)).streaming_content).decode())
     assert [message["event"] for message in messages] == ["message", "end"]  # retry, then end
     assert json.loads(messages[-1]["data"]) == {"status": "cancelled"}
@@ -185,3 +203,30 @@ def test_a_missing_run_is_a_404(owner_client):
 def test_the_stream_opens_with_a_retry_hint_and_closes_with_the_final_status(owner, trained_run):
     text = async_to_sync(async_sse_text)(owner, stream_url(trained_run))
     assert text.startswith("retry: 2000\n\n") and text.rstrip().endswith('data: {"status": "succeeded"}')
+
+
+def test_a_follower_of_an_attempt_that_a_resume_forgot_is_told_to_reload(queued_run, live_redis, settings):
+    settings.SSE_HEARTBEAT_SECONDS = 0.2
+    run = queued_run
+    Run.objects.filter(pk=run.pk).update(status="running", attempts=1)
+    sink = RedisSink(run)
+    for step in range(1, 6):  # five events; the page drew them all, live
+        sink.emit({"kind": "episode", "step": step * 10, "time": float(step),
+                   "values": {"rollout/episode_return": 1.0, "rollout/episode_length": 10}})
+    sink.flush()
+    follower = live.follow(run.pk, 5)
+    assert next(follower).startswith("retry:") and next(follower) == live.HEARTBEAT_MESSAGE
+    # the worker died; the run is lost and resumed (with no checkpoint: from scratch), and its next attempt
+    # starts streaming before the follower next finds the stream quiet
+    run.refresh_from_db()
+    lifecycle.forget_dead_attempt(run, None)
+    assert run.last_seq == 6 and run.forgotten_seqs == [[0, 6]]
+    Run.objects.filter(pk=run.pk).update(attempts=2)
+    live_redis.delete(live.stream_key(run.pk))
+    resumed = RedisSink(run)
+    resumed.emit({"kind": "started", "step": 20, "time": 2.0, "values": {}})
+    assert resumed.seq == 7
+    assert next(follower) == live.RESET_MESSAGE
+    # a page opened after the resume goes on with the new attempt
+    rest = live.follow(run.pk, 0)
+    assert next(rest).startswith("retry:") and json.loads(next(rest).split("data: ")[1])["seq"] == 7

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from rlweb.settings import broker_url, env_bool, stored_secret_key
+from rlweb.settings import broker_url, env_bool, media_storage, stored_secret_key
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -77,3 +77,34 @@ def test_celery_is_configured_for_long_runs():
     assert app.conf.task_ignore_result is True and app.conf.accept_content == ["json"]
     assert app.conf.task_time_limit == settings.RUN_TIME_LIMIT
     assert "rlweb.train_run" in app.tasks
+
+
+S3_VARIABLES = ("RLWEB_S3_BUCKET", "RLWEB_S3_ENDPOINT_URL", "RLWEB_S3_ACCESS_KEY_ID", "RLWEB_S3_SECRET_ACCESS_KEY",
+                "RLWEB_S3_REGION", "RLWEB_S3_URL_SECONDS")
+
+
+def test_checkpoints_and_videos_stay_in_the_local_media_folder_by_default(monkeypatch):
+    for variable in S3_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    assert media_storage() == {"BACKEND": "rlweb.storage.MediaStorage"}
+
+
+def test_a_bucket_switches_them_to_django_storages_s3(monkeypatch):
+    monkeypatch.setenv("RLWEB_S3_BUCKET", "runs")
+    monkeypatch.setenv("RLWEB_S3_ENDPOINT_URL", "http://minio:9000")
+    monkeypatch.setenv("RLWEB_S3_ACCESS_KEY_ID", "key")
+    monkeypatch.setenv("RLWEB_S3_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.setenv("RLWEB_S3_REGION", "eu-west-1")
+    storage = media_storage()
+    assert storage["BACKEND"] == "storages.backends.s3.S3Storage"
+    assert storage["OPTIONS"] | {"max_memory_size": 0} == {
+        "bucket_name": "runs", "endpoint_url": "http://minio:9000", "access_key": "key", "secret_key": "secret",
+        "region_name": "eu-west-1", "signature_version": "s3v4", "file_overwrite": False, "default_acl": None,
+        "querystring_auth": True, "querystring_expire": 600, "max_memory_size": 0, "addressing_style": "path"}
+
+
+def test_s3_settings_without_a_bucket_stop_startup(tmp_path):
+    result = django_check(tmp_path, RLWEB_S3_ENDPOINT_URL="http://minio:9000")
+    assert result.returncode != 0 and "RLWEB_S3_ENDPOINT_URL set without RLWEB_S3_BUCKET" in result.stderr
+    result = django_check(tmp_path, RLWEB_S3_REDIRECT="True")
+    assert result.returncode != 0 and "RLWEB_S3_REDIRECT=True needs RLWEB_S3_BUCKET" in result.stderr

@@ -3,24 +3,25 @@
 Mnih et al. 2016, "Asynchronous Methods for Deep Reinforcement Learning", https://arxiv.org/abs/1602.01783.
 n-step returns bootstrapped from the critic (not across episode ends, but across time-limit truncations),
 one full-batch gradient step per rollout, RMSprop. Defaults are SB3's, which rl-baselines3-zoo uses for
-CartPole-v1 (500 +- 0 at 500k env steps); option names follow Lightning Bolts (`entropy_beta`,
-`critic_beta`) and pytorchrl (`lr_pi`, `lr_v`).
+CartPole-v1 (500 +- 0 at 500k env steps); the option names are the ones every
+algorithm here uses; Lightning Bolts' (`entropy_beta`, `critic_beta`) and pytorchrl's (`lr_pi`, `lr_v`) are
+accepted as aliases (trainer/params.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 
 from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, PolicyGradientAgent
-from trainer.algorithms.ppo import SCHEDULES, annealed, explained_variance
+from trainer.algorithms.ppo import explained_variance
 from trainer.distributions import ACTION_SPACES
-from trainer.envs import make_vector_env
-from trainer.networks import FlatParameters, clip_grad_norm, parse_hidden_layers
-from trainer.optimizers import FlatAdam, FlatRMSprop, RMSpropTFLike
-from trainer.params import param
+from trainer.cpu_speed import FlatAdam, FlatParameters, FlatRMSprop, clip_grad_norm
+from trainer.networks import parse_hidden_layers
+from trainer.optimizers import RMSpropTFLike
+from trainer.params import param, vectorization_param
 from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
+from trainer.schedules import SCHEDULES, annealed
 
 
 @dataclass
@@ -28,13 +29,15 @@ class A2CConfig:
     """Defaults: SB3's A2C (8 envs as in the zoo's CartPole-v1 run)."""
 
     num_envs: int = param(8, "Environments stepped side by side.", low=1, high=1024)
+    vectorization: str = vectorization_param()
     # the first step of a rollout looks n_steps ahead before bootstrapping from the critic
     n_steps: int = param(5, "Env steps per environment between updates (the n of the n-step returns).",
                          low=1, high=100_000)
     gamma: float = param(0.99, "Discount factor.", low=0, high=1)
-    lr_pi: float = param(7e-4, "Learning rate of the policy (and of the shared trunk, when shared).", low=0,
-                         low_inclusive=False, high=1)
-    lr_v: float = param(7e-4, "Learning rate of the value function.", low=0, low_inclusive=False, high=1)
+    policy_learning_rate: float = param(7e-4, "Learning rate of the policy (and of the shared trunk, when shared).",
+                                        low=0, low_inclusive=False, high=1, live=True)
+    critic_learning_rate: float = param(7e-4, "Learning rate of the value function.", low=0, low_inclusive=False,
+                                        high=1, live=True)
     lr_schedule: str = param("constant", "Learning rates over the run: linear decay to 0, or constant.",
                              choices=SCHEDULES)
     # PyTorch's RMSprop puts epsilon outside the square root, TensorFlow inside (SB3 #110); rmsprop_tf
@@ -42,11 +45,11 @@ class A2CConfig:
     optimizer: str = param("rmsprop", "Optimizer: rmsprop (PyTorch), rmsprop_tf (TensorFlow's, as in the "
                                       "original A2C) or adam.", choices=("rmsprop", "rmsprop_tf", "adam"))
     rmsprop_alpha: float = param(0.99, "RMSprop smoothing constant.", low=0, high=1, high_inclusive=False)
-    optimizer_eps: float = param(1e-5, "Optimizer epsilon.", low=0, low_inclusive=False, high=1)
-    entropy_beta: float = param(0.0, "Entropy bonus coefficient.", low=0, high=10)
-    critic_beta: float = param(0.5, "Value loss coefficient.", low=0, high=100)
-    max_grad_norm: float = param(0.5, "Clip the gradient norm to this (0 turns clipping off).", low=0)
-    # SB3 default off: A2C's batches are small (ALGORITHMS.md, A2C)
+    optimizer_epsilon: float = param(1e-5, "Optimizer epsilon.", low=0, low_inclusive=False, high=1)
+    entropy_coef: float = param(0.0, "Entropy bonus coefficient.", low=0, high=10, live=True)
+    value_coef: float = param(0.5, "Value loss coefficient.", low=0, high=100, live=True)
+    max_grad_norm: float = param(0.5, "Clip the gradient norm to this (0 turns clipping off).", low=0, live=True)
+    # SB3 default off: A2C's batches are small (docs/algorithms.md, A2C)
     normalize_advantage: bool = param(False, "Normalise the advantages of each update.")
     normalize_observations: bool = param(False, "Running mean/std normalisation of observations (saved in "
                                                 "checkpoints, frozen at evaluation).")
@@ -57,13 +60,6 @@ class A2CConfig:
     orthogonal_init: bool = param(True, "Orthogonal initialisation (gain sqrt 2 hidden, 0.01 policy, 1 value).")
     log_std_init: float = param(0.0, "Initial log standard deviation of Gaussian policies (Box actions).",
                                 low=-20, high=5)
-
-    def check(self) -> dict[str, str]:
-        try:
-            parse_hidden_layers(self.hidden_layers)
-        except ValueError as error:
-            return {"hidden_layers": str(error)}
-        return {}
 
 
 class A2C(PolicyGradientAgent):
@@ -77,21 +73,26 @@ class A2C(PolicyGradientAgent):
         # one parameter group per learning rate; each group is one flat tensor (see FlatParameters)
         self.actor_flat = FlatParameters(self.network.actor_parameters())
         self.critic_flat = FlatParameters(self.network.critic_parameters())
-        groups = [{"params": [self.actor_flat.param], "lr": c.lr_pi},
-                  {"params": [self.critic_flat.param], "lr": c.lr_v}]
+        groups = [{"params": [self.actor_flat.param], "lr": c.policy_learning_rate},
+                  {"params": [self.critic_flat.param], "lr": c.critic_learning_rate}]
         if c.optimizer == "adam":
-            self.optimizer = FlatAdam(groups, eps=c.optimizer_eps)
+            self.optimizer = FlatAdam(groups, eps=c.optimizer_epsilon)
         elif c.optimizer == "rmsprop":
-            self.optimizer = FlatRMSprop(groups, alpha=c.rmsprop_alpha, eps=c.optimizer_eps)
+            self.optimizer = FlatRMSprop(groups, alpha=c.rmsprop_alpha, eps=c.optimizer_epsilon)
         else:
-            self.optimizer = RMSpropTFLike(groups, alpha=c.rmsprop_alpha, eps=c.optimizer_eps)
+            self.optimizer = RMSpropTFLike(groups, alpha=c.rmsprop_alpha, eps=c.optimizer_epsilon)
         self.modules = {"network": self.network}
         self.optimizers = {"optimizer": self.optimizer}
         self.build_normalizers(c.num_envs)
 
+    def learning_rate_groups(self) -> dict[str, list[dict]]:
+        actor, critic = self.optimizer.param_groups
+        return {"policy_learning_rate": [actor], "critic_learning_rate": [critic]}
+
     def update(self, buffer, progress: float) -> dict[str, float]:
         c = self.config
-        for group, learning_rate in zip(self.optimizer.param_groups, (c.lr_pi, c.lr_v)):
+        rates = (c.policy_learning_rate, c.critic_learning_rate)
+        for group, learning_rate in zip(self.optimizer.param_groups, rates):
             group["lr"] = annealed(learning_rate, c.lr_schedule, progress)
         batch = buffer.everything()  # one gradient step on the whole rollout
         distribution, values = self.network(batch.obs)
@@ -103,7 +104,7 @@ class A2C(PolicyGradientAgent):
         policy_loss = -(advantages * log_probs).mean()
         value_loss = ((batch.returns - values.squeeze(-1)) ** 2).mean()
         entropy = distribution.entropy().mean()
-        loss = policy_loss + c.critic_beta * value_loss - c.entropy_beta * entropy
+        loss = policy_loss + c.value_coef * value_loss - c.entropy_coef * entropy
         self.actor_flat.zero_grad()
         self.critic_flat.zero_grad()
         loss.backward()
@@ -117,11 +118,9 @@ class A2C(PolicyGradientAgent):
 
     def train(self, runner) -> None:
         c = self.config
-        envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
-        buffer = self.new_buffer(c.n_steps, c.num_envs)
-        observations, _ = envs.reset(seed=self.seed + self.steps_done)
-        observations = self.normalize_obs(observations, update=True)
-        try:
+        with self.training_envs(c.num_envs) as (envs, observations):
+            buffer = self.new_buffer(c.n_steps, c.num_envs)
+            observations = self.normalize_obs(observations, update=True)
             while True:
                 observations, last_values, keep_going = self.collect(runner, envs, buffer, observations)
                 if not buffer.full:
@@ -130,8 +129,6 @@ class A2C(PolicyGradientAgent):
                 runner.record(self.update(buffer, runner.progress))
                 if not keep_going:
                     return
-        finally:
-            envs.close()
 
 
 register(AlgorithmSpec(

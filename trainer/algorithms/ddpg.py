@@ -3,9 +3,9 @@
 DDPG: Lillicrap et al. 2015, https://arxiv.org/abs/1509.02971. TD3: Fujimoto et al. 2018, "Addressing
 Function Approximation Error in Actor-Critic Methods", https://arxiv.org/abs/1802.09477: twin Q
 (`twin_q`), target policy smoothing (`target_noise`, `target_noise_clip`) and delayed policy and target
-updates (`delay_policy_update`). The option names follow rlib's DDPG, whose TD3 options the `td3`
-registry entry turns on. Actions are learned in [-1, 1], so every noise is in units of the half-range
-of each action dimension (ALGORITHMS.md, DDPG and TD3 checklist).
+updates (`delay_policy_update`), which the `td3` registry entry turns on. The options follow rlib's DDPG,
+under the names every algorithm here shares (rlib's `mu_lr`, `q_lr` and `num_updates_per_iter` are aliases). Actions are learned in [-1, 1], so every noise is in units of the half-range
+of each action dimension (docs/algorithms.md, DDPG and TD3 checklist).
 """
 
 from __future__ import annotations
@@ -20,15 +20,14 @@ from torch import nn
 from trainer.agent import Agent
 from trainer.buffers import ReplayBuffer
 from trainer.continuous import (PRECISIONS, ActionScaler, Normalizers, OrnsteinUhlenbeckNoise, QEnsemble, autocast,
-                                by_hand_actor_layers, check_continuous_env, ensemble_backward, ensemble_forward, frozen,
-                                numpy_actor_body, observation_storage_dtype, polyak_update, real_next_observations)
-from trainer.envs import make_vector_env
-from trainer.networks import (FlatParameters, NumpyMLP, ObservationEncoder, clip_grad_norm, mlp, parse_hidden_layers,
-                              plain_backward, plain_forward, run_layers)
-from trainer.optimizers import FlatAdam
-from trainer.params import param
+                                check_continuous_env, frozen, observation_storage_dtype, polyak_update)
+from trainer.cpu_speed import FlatAdam, FlatParameters, NumpyMLP, clip_grad_norm, numpy_network
+from trainer.envs import finished_episodes, real_next_observations
+from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers, run_layers
+from trainer.optimizers import SavedAsOne
+from trainer.params import param, vectorization_param
 from trainer.registry import AlgorithmSpec, CONTINUOUS_CONTROL, register
-from trainer.schedules import crossed
+from trainer.schedules import SCHEDULES, annealed, crossed
 
 
 @dataclass
@@ -36,37 +35,40 @@ class DDPGConfig:
     """Defaults are rl-baselines3-zoo's tuned Pendulum-v1 settings for DDPG (-152 +- 94 at 20k env
     steps); the td3 entry changes only the TD3 options (zoo TD3: -152 +- 90 at 20k)."""
 
-    policy_learning_rate: float = param(1e-3, "Adam learning rate of the actor (rlib: mu_lr).", low=0,
-                                        low_inclusive=False, high=1)
-    q_learning_rate: float = param(1e-3, "Adam learning rate of the critics (rlib: q_lr).", low=0,
-                                   low_inclusive=False, high=1)
-    lr_annealing: bool = param(False, "Anneal both learning rates linearly to 0 over the run.")
+    policy_learning_rate: float = param(1e-3, "Adam learning rate of the actor.", low=0,
+                                        low_inclusive=False, high=1, live=True)
+    critic_learning_rate: float = param(1e-3, "Adam learning rate of the critics.", low=0,
+                                        low_inclusive=False, high=1, live=True)
+    lr_schedule: str = param("constant", "Both learning rates over the run: linear decay to 0, or constant.",
+                             choices=SCHEDULES)
     buffer_size: int = param(200_000, "Replay buffer capacity, in transitions.", low=1, high=50_000_000)
     learning_starts: int = param(10_000, "Env steps of uniformly random actions before learning starts.", low=0)
     batch_size: int = param(256, "Transitions per gradient update.", low=1, high=65_536)
     gamma: float = param(0.98, "Discount factor.", low=0, high=1)
-    tau: float = param(0.005, "Polyak averaging rate of the target networks (rlib: target_update_tau).", low=0,
-                       low_inclusive=False, high=1)
+    tau: float = param(0.005, "Polyak averaging rate of the target networks.", low=0,
+                       low_inclusive=False, high=1, live=True)
     train_frequency: int = param(1, "Env steps between training phases.", low=1)
-    num_updates_per_iter: int = param(1, "Critic updates per training phase.", low=1, high=100_000)
+    gradient_steps: int = param(1, "Critic updates per training phase.", low=1, high=100_000)
     # exploration at collection time, in units of the action half-range, clipped to the bounds
     action_noise: float = param(0.1, "Std of the exploration noise added to the actor's actions, as a "
-                                     "fraction of the action half-range.", low=0)
+                                     "fraction of the action half-range.", low=0, live=True)
     noise_type: str = param("gaussian", "Exploration noise: gaussian, or ornstein-uhlenbeck (temporally "
                                          "correlated, for MountainCarContinuous).",
                             choices=("gaussian", "ornstein-uhlenbeck"))
     twin_q: bool = param(False, "Two critics; targets use the smaller (TD3).")
     # per sample, scaled like the actions, clipped, then the noisy action clamped to the bounds
     target_noise: float = param(0.0, "Std of the target policy smoothing noise, as a fraction of the action "
-                                     "half-range (0 turns smoothing off; TD3 uses 0.2).", low=0)
-    target_noise_clip: float = param(0.5, "Clip the target smoothing noise to +- this.", low=0)
+                                     "half-range (0 turns smoothing off; TD3 uses 0.2).", low=0, live=True)
+    target_noise_clip: float = param(0.5, "Clip the target smoothing noise to +- this.", low=0, live=True)
     delay_policy_update: int = param(1, "Critic updates per actor and target update (TD3 uses 2).", low=1)
     hidden_layers: str = param("400,300", "Hidden layer sizes of the actor and of each critic, comma-separated.")
-    max_grad_norm: float = param(0.0, "Clip each network's gradient norm to this (0 turns clipping off).", low=0)
-    normalize_observation: bool = param(False, "Normalise Box observations with running mean and std "
+    max_grad_norm: float = param(0.0, "Clip each network's gradient norm to this (0 turns clipping off).", low=0,
+                                 live=True)
+    normalize_observations: bool = param(False, "Normalise Box observations with running mean and std "
                                                "(MuJoCo-style tasks).")
-    normalize_reward: bool = param(False, "Scale rewards by the running std of the discounted return.")
+    normalize_rewards: bool = param(False, "Scale rewards by the running std of the discounted return.")
     num_envs: int = param(1, "Environments stepped side by side.", low=1, high=256)
+    vectorization: str = vectorization_param()
     precision: str = param("float32", "Matrix products of the updates in float32, or in bfloat16 (mixed "
                                       "precision: faster on CPUs with AVX512-BF16 or AMX and on recent GPUs, "
                                       "several times slower on CPUs without them; weights and losses stay "
@@ -74,12 +76,6 @@ class DDPGConfig:
 
     def check(self) -> dict[str, str]:
         errors = {}
-        if self.batch_size > self.buffer_size:
-            errors["batch_size"] = f"must not exceed the buffer size ({self.buffer_size})"
-        try:
-            parse_hidden_layers(self.hidden_layers)
-        except ValueError as error:
-            errors["hidden_layers"] = str(error)
         return errors
 
 
@@ -120,27 +116,34 @@ class DDPG(Agent):
         self.target_critic.load_state_dict(self.critic.state_dict())
         self.target_actor.requires_grad_(False)
         self.target_critic.requires_grad_(False)
-        # one optimizer with a group per learning rate: actor and critic losses touch disjoint parameters,
-        # so one backward pass and one Adam step serve both (the actor's group sits out the critic-only
-        # updates between delayed policy updates). Each network's parameters are views into one flat
-        # tensor: one fused kernel call per group, one lerp_ per target network
+        # one optimizer per network: the critic steps every update, the actor every `delay_policy_update`;
+        # each network's parameters are views into one flat tensor (one fused kernel call per step, one
+        # lerp_ per target network)
         self.actor_flat = FlatParameters(self.actor.parameters())
         self.critic_flat = FlatParameters(self.critic.parameters())
         self.target_flats = [FlatParameters(self.target_actor.parameters(), gradients=False),
                              FlatParameters(self.target_critic.parameters(), gradients=False)]
-        groups = [{"params": [self.actor_flat.param], "lr": c.policy_learning_rate},
-                  {"params": [self.critic_flat.param], "lr": c.q_learning_rate}]
-        self.optimizer = FlatAdam(groups) if self.device.type in ("cpu", "cuda") else torch.optim.Adam(groups)
+        adam = FlatAdam if self.device.type in ("cpu", "cuda") else torch.optim.Adam
+        self.actor_optimizer = adam([self.actor_flat.param], lr=c.policy_learning_rate)
+        self.critic_optimizer = adam([self.critic_flat.param], lr=c.critic_learning_rate)
         self.modules = {"actor": self.actor, "critic": self.critic, "target_actor": self.target_actor,
                         "target_critic": self.target_critic}
-        self.optimizers = {"optimizer": self.optimizer}
-        self.normalizers = Normalizers(self.observation_space, c.num_envs, c.gamma, c.normalize_observation,
-                                       c.normalize_reward, self.device)
+        # saved as the one optimizer of earlier versions (actor, critic groups): old checkpoints load
+        self.optimizers = {"optimizer": SavedAsOne(self.actor_optimizer, self.critic_optimizer)}
+        self.normalizers = Normalizers(self.observation_space, c.num_envs, c.gamma, c.normalize_observations,
+                                       c.normalize_rewards, self.device)
         self.critic_updates = 0
         self.actor_updates = 0
-        # MLP actor and critics on a CPU in float32 learn with hand-written gradients (gradients_by_hand)
-        self.actor_linears = by_hand_actor_layers(self.actor, self.device, c.precision)
-        self.by_hand = self.actor_linears is not None
+        self.ou_noise: OrnsteinUhlenbeckNoise | None = None  # made by train()
+
+    def learning_rate_groups(self) -> dict[str, list[dict]]:
+        return {"policy_learning_rate": self.actor_optimizer.param_groups,
+                "critic_learning_rate": self.critic_optimizer.param_groups}
+
+    def live_changed(self, names: set[str]) -> None:
+        """A new action_noise is the Ornstein-Uhlenbeck process's scale too, from its next step."""
+        if "action_noise" in names and self.ou_noise is not None:
+            self.ou_noise.sigma = self.config.action_noise
 
     def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
         actions = self.act_unit(observations)
@@ -150,7 +153,7 @@ class DDPG(Agent):
 
     @cached_property
     def numpy_actor(self) -> NumpyMLP | None:
-        return numpy_actor_body(self.actor, self.normalizers)
+        return numpy_network(self.device, self.actor.encoder, list(self.actor.body), self.normalizers.observations)
 
     def act_unit(self, observations: np.ndarray) -> np.ndarray:
         """mu(s) in [-1, 1], without exploration noise."""
@@ -160,31 +163,45 @@ class DDPG(Agent):
             return self.actor(self.normalizers.obs(torch.as_tensor(observations, device=self.device))).cpu().numpy()
 
     def update(self, batch) -> dict[str, torch.Tensor]:
+        """One step of the critics; every `delay_policy_update` critic steps, one of the actor against the
+        updated critics, then the targets (Fujimoto et al.'s algorithm, as stable-baselines3 and CleanRL)."""
         c = self.config
-        self.critic_updates += 1
-        # the actor, every `delay_policy_update` critic updates; on the others its group has no gradient
-        update_actor = self.critic_updates % c.delay_policy_update == 0
-        metrics = (self.gradients_by_hand if self.by_hand else self.gradients)(batch, update_actor)
+        obs, next_obs = self.normalizers.obs(batch.obs), self.normalizers.obs(batch.next_obs)
+
+        # critics: minimise sum_i mean (Q_i(s, a) - target)^2
+        with autocast(self.device, c.precision):  # the forward passes; backward follows their dtypes
+            target = self.targets(batch, next_obs)
+            q = self.critic(obs, batch.actions)  # [num_q, batch]
+            critic_loss = ((q - target) ** 2).mean(dim=1).sum()
+        self.critic_flat.zero_grad()
+        critic_loss.backward()
         if c.max_grad_norm > 0:
             clip_grad_norm([self.critic_flat], c.max_grad_norm)
-            if update_actor:
-                clip_grad_norm([self.actor_flat], c.max_grad_norm)
-        actor_grad = self.actor_flat.param.grad
-        if not update_actor:  # Adam leaves a parameter without a gradient as it is, moments and step count too
-            self.actor_flat.param.grad = None
-        self.optimizer.step()
-        self.actor_flat.param.grad = actor_grad
-        if update_actor:
-            self.actor_updates += 1
-            polyak_update([flat.param for flat in self.target_flats], [self.actor_flat.param, self.critic_flat.param],
-                          c.tau)  # the targets move with the actor (TD3)
-        return metrics
+        self.critic_optimizer.step()
+        self.critic_updates += 1
+        metrics = {"train/critic_loss": critic_loss.detach(), "train/q_mean": q.detach().mean()}
+        if self.critic_updates % c.delay_policy_update != 0:
+            return metrics
+
+        # actor: maximise Q_1(s, mu(s)) through the updated critic, frozen; through Q_1 only (Fujimoto et
+        # al.): the second critic is not evaluated
+        with autocast(self.device, c.precision), frozen(self.critic):
+            actor_loss = -self.critic(obs, self.actor(obs), members=1)[0].mean()
+        self.actor_flat.zero_grad()
+        actor_loss.backward()
+        if c.max_grad_norm > 0:
+            clip_grad_norm([self.actor_flat], c.max_grad_norm)
+        self.actor_optimizer.step()
+        self.actor_updates += 1
+        polyak_update([flat.param for flat in self.target_flats], [self.actor_flat.param, self.critic_flat.param],
+                      c.tau)  # the targets move with the actor (TD3)
+        return metrics | {"train/actor_loss": actor_loss.detach()}
 
     def targets(self, batch, next_obs: torch.Tensor) -> torch.Tensor:
         """r + gamma (1 - terminated) min_i Q'_i(s', a'), a' from the target actor, smoothed when
         target_noise > 0; truncated transitions are bootstrapped (P1)."""
         c = self.config
-        rewards = batch.rewards * self.normalizers.reward_scale() if c.normalize_reward else batch.rewards
+        rewards = batch.rewards * self.normalizers.reward_scale() if c.normalize_rewards else batch.rewards
         with torch.no_grad():
             next_actions = self.target_actor(next_obs)
             if c.target_noise > 0:
@@ -192,70 +209,14 @@ class DDPG(Agent):
             next_q = self.target_critic(next_obs, next_actions).min(dim=0).values
             return rewards + c.gamma * (1.0 - batch.terminated) * next_q
 
-    def gradients(self, batch, update_actor: bool) -> dict[str, torch.Tensor]:
-        """The critic's (and on actor updates the actor's) loss gradients through autograd, into `.grad`
-        (the actor's are left as they were on a critic-only update)."""
-        c = self.config
-        obs, next_obs = self.normalizers.obs(batch.obs), self.normalizers.obs(batch.next_obs)
-        with autocast(self.device, c.precision):  # the forward passes; backward follows their dtypes
-            target = self.targets(batch, next_obs)
-            q = self.critic(obs, batch.actions)  # [num_q, batch]
-            critic_loss = ((q - target) ** 2).mean(dim=1).sum()
-            loss = critic_loss
-            if update_actor:  # maximise Q_1(s, mu(s)), the critic frozen
-                with frozen(self.critic):  # through Q_1 only (Fujimoto et al.): the second critic is not evaluated
-                    actor_loss = -self.critic(obs, self.actor(obs), members=1)[0].mean()
-                loss = loss + actor_loss
-        self.critic_flat.zero_grad()
-        if update_actor:
-            self.actor_flat.zero_grad()
-        loss.backward()
-        metrics = {"train/critic_loss": critic_loss.detach(), "train/q_mean": q.detach().mean()}
-        if update_actor:
-            metrics["train/actor_loss"] = actor_loss.detach()
-        return metrics
-
-    @torch.no_grad()
-    def gradients_by_hand(self, batch, update_actor: bool) -> dict[str, torch.Tensor]:
-        """The gradients of `gradients`, worked out by hand for MLP networks on a CPU in float32 (the same
-        numbers, tests/trainer/test_continuous_control.py, without autograd's bookkeeping)."""
-        obs, next_obs = self.normalizers.obs(batch.obs), self.normalizers.obs(batch.next_obs)
-        target = self.targets(batch, next_obs)
-        critic = self.critic.parameter_list
-        batch_size = len(target)
-
-        x = self.critic.inputs(obs, batch.actions)  # critics: d/dq of sum_i mean (q_i - target)^2
-        q, hidden = ensemble_forward(critic, self.critic.num_q, x)
-        error = q - target
-        critic_loss = error.square().mean(dim=1).sum()
-        grads = [p.grad for p in critic]  # views into the flat gradient, overwritten
-        ensemble_backward(critic, self.critic.num_q, x, hidden, error * (2.0 / batch_size), grads, False)
-        metrics = {"train/critic_loss": critic_loss, "train/q_mean": q.mean()}
-
-        if update_actor:  # loss = -mean Q_1(s, tanh(body(s)))
-            out, inputs = plain_forward(self.actor_linears, self.actor.encoder(obs))
-            actions = torch.tanh(out)
-            x = self.critic.inputs(obs, actions)
-            q_1, hidden = ensemble_forward(critic, 1, x)
-            metrics["train/actor_loss"] = -q_1.mean()
-            grad_actions = ensemble_backward(critic, 1, x, hidden, torch.full_like(q_1, -1.0 / batch_size), None,
-                                             True)[:, -self.action_size:]
-            plain_backward(self.actor_linears, inputs, grad_actions * (1.0 - actions * actions))
-        return metrics
-
     def train(self, runner) -> None:
         c = self.config
         buffer = self.buffer = ReplayBuffer(
             c.buffer_size, self.observation_space.shape, observation_storage_dtype(self.observation_space),
             action_shape=(self.action_size,), action_dtype=np.float32, device=self.device)
-        # a resumed run starts its envs from a fresh seed, not the episodes it has already played
-        envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
-        observations, _ = envs.reset(seed=self.seed + self.steps_done)
-        episode_returns = np.zeros(c.num_envs)
-        episode_lengths = np.zeros(c.num_envs, dtype=np.int64)
-        learning_starts = min(max(c.learning_starts, c.batch_size), c.buffer_size)
-        ou_noise = OrnsteinUhlenbeckNoise(c.num_envs, self.action_size, c.action_noise)
-        try:
+        with self.training_envs(c.num_envs) as (envs, observations):
+            learning_starts = min(max(c.learning_starts, c.batch_size), c.buffer_size)
+            ou_noise = self.ou_noise = OrnsteinUhlenbeckNoise(c.num_envs, self.action_size, c.action_noise)
             while True:
                 if len(buffer) < learning_starts:  # warm start: uniform random actions
                     actions = self.rng.uniform(-1.0, 1.0, size=(c.num_envs, self.action_size))
@@ -273,27 +234,26 @@ class DDPG(Agent):
                 self.normalizers.observe(observations, rewards, done)
                 observations = next_observations
 
-                episode_returns += rewards
-                episode_lengths += 1
+                for episode_return, length in finished_episodes(infos):
+                    runner.episode(episode_return, length)
                 for i in np.flatnonzero(done):
-                    runner.episode(episode_returns[i], episode_lengths[i])
-                    episode_returns[i], episode_lengths[i] = 0.0, 0
                     ou_noise.reset(i)
 
                 before = self.steps_done
                 keep_going = runner.advance(c.num_envs)
                 if len(buffer) >= learning_starts and crossed(before, self.steps_done, c.train_frequency):
-                    if c.lr_annealing:
-                        fraction = 1.0 - runner.progress
-                        self.optimizer.param_groups[0]["lr"] = c.policy_learning_rate * fraction
-                        self.optimizer.param_groups[1]["lr"] = c.q_learning_rate * fraction
-                        runner.record({"train/learning_rate": c.q_learning_rate * fraction})
-                    for _ in range(c.num_updates_per_iter):
+                    if c.lr_schedule != "constant":
+                        self.actor_optimizer.param_groups[0]["lr"] = annealed(c.policy_learning_rate, c.lr_schedule,
+                                                                              runner.progress)
+                        critic_rate = annealed(c.critic_learning_rate, c.lr_schedule, runner.progress)
+                        self.critic_optimizer.param_groups[0]["lr"] = critic_rate
+                        runner.record({"train/learning_rate": critic_rate})
+                    for _ in range(c.gradient_steps):
                         runner.record(self.update(buffer.sample(c.batch_size, self.rng)))
+                        if runner.should_stop():  # a cancel ends a long training phase within a second
+                            break
                 if not keep_going:
                     return
-        finally:
-            envs.close()
 
     def extra_state(self) -> dict:
         return {"critic_updates": self.critic_updates, "actor_updates": self.actor_updates,

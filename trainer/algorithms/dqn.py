@@ -23,11 +23,11 @@ from torch.nn import functional as F
 from trainer.agent import Agent
 from trainer.buffers import (FrameStackReplayBuffer, PrioritizedFrameStackReplayBuffer, PrioritizedReplayBuffer,
                              ReplayBuffer)
-from trainer.envs import finished_episodes, is_atari, make_vector_env
-from trainer.networks import (FlatParameters, NoisyLinear, NumpyMLP, ObservationEncoder, clip_grad_norm, mlp,
-                              parse_hidden_layers, plain_backward, plain_forward, reset_noise, run_layers)
-from trainer.optimizers import FlatAdam
-from trainer.params import param
+from trainer.envs import finished_episodes, is_atari, real_next_observations
+from trainer import cpu_speed
+from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
+from trainer.networks import NoisyLinear, ObservationEncoder, mlp, parse_hidden_layers, reset_noise, run_layers
+from trainer.params import param, vectorization_param
 from trainer.registry import AlgorithmSpec, DQN_FAMILY, register
 from trainer.schedules import crossed, linear
 
@@ -37,8 +37,8 @@ class DQNConfig:
     """Defaults are rl-baselines3-zoo's tuned CartPole-v1 settings (500 +- 0 at 50k env steps)."""
 
     # Adam step size
-    learning_rate: float = param(2.3e-3, "Adam learning rate.", low=0, low_inclusive=False, high=1)
-    adam_epsilon: float = param(1e-8, "Adam epsilon (Rainbow uses 1.5e-4).", low=0, low_inclusive=False, high=1)
+    learning_rate: float = param(2.3e-3, "Adam learning rate.", low=0, low_inclusive=False, high=1, live=True)
+    optimizer_epsilon: float = param(1e-8, "Adam epsilon (Rainbow uses 1.5e-4).", low=0, low_inclusive=False, high=1)
     # transitions kept for replay
     buffer_size: int = param(100_000, "Replay buffer capacity, in transitions.", low=1, high=50_000_000)
     # env steps collected before the first gradient update
@@ -46,35 +46,36 @@ class DQNConfig:
     batch_size: int = param(64, "Transitions per gradient update.", low=1, high=65_536)
     gamma: float = param(0.99, "Discount factor.", low=0, high=1)
     # a training phase every `train_frequency` env steps, of `gradient_steps` updates
-    train_frequency: int = param(256, "Env steps between training phases.", low=1)
-    gradient_steps: int = param(128, "Gradient updates per training phase.", low=1, high=100_000)
+    train_frequency: int = param(256, "Env steps between training phases.", low=1, live=True)
+    gradient_steps: int = param(128, "Gradient updates per training phase.", low=1, high=100_000, live=True)
     # rlpyt's replay ratio: when set, it replaces train_frequency and gradient_steps
     replay_ratio: float = param(0.0, "Gradient updates per env step (0: use train_frequency and gradient_steps).",
                                 low=0, high=1000)
     # counted in env steps, independently of the training phases (cleanrl#322)
-    target_update_interval: int = param(10, "Env steps between target network updates.", low=1)
-    target_update_tau: float = param(1.0, "Polyak weight of each target update (1: hard copy).", low=0,
-                                     low_inclusive=False, high=1)
+    target_update_interval: int = param(10, "Env steps between target network updates.", low=1, live=True)
+    tau: float = param(1.0, "Polyak weight of each target update (1: hard copy).", low=0,
+                                     low_inclusive=False, high=1, live=True)
     exploration_fraction: float = param(0.16, "Fraction of the run over which epsilon decays linearly.",
                                         low=0, high=1)
     exploration_initial_eps: float = param(1.0, "Epsilon at the start.", low=0, high=1)
-    exploration_final_eps: float = param(0.04, "Epsilon after the decay.", low=0, high=1)
+    exploration_final_eps: float = param(0.04, "Epsilon after the decay.", low=0, high=1, live=True)
     # rlpyt's vector epsilon: final epsilons log-spaced over the envs, from this minimum up to the final
     exploration_final_eps_min: float = param(0.0, "With several envs, the smallest final epsilon; the envs' "
                                                   "final epsilons are log-spaced up to exploration_final_eps "
                                                   "(0: all equal).", low=0, high=1)
     # Huber loss threshold on the TD error; 0 means plain squared error
     delta_clip: float = param(1.0, "Huber loss threshold on the TD error (0 for squared error).", low=0)
-    max_grad_norm: float = param(10.0, "Clip the gradient norm to this (0 turns clipping off).", low=0)
+    max_grad_norm: float = param(10.0, "Clip the gradient norm to this (0 turns clipping off).", low=0, live=True)
     hidden_layers: str = param("256,256", "Hidden layer sizes after the observation encoder, comma-separated.")
     num_envs: int = param(1, "Environments stepped side by side.", low=1, high=256)
+    vectorization: str = vectorization_param()
     double_q: bool = param(False, "Double Q-learning: the online network picks the next action, the target "
                                   "network values it.")
     dueling: bool = param(False, "Dueling heads: Q = V + A - mean(A).")
     noisy: bool = param(False, "Noisy linear layers explore instead of epsilon (epsilon is then 0).")
     noisy_std: float = param(0.5, "Initial noise scale sigma_0 of the noisy layers.", low=0, high=10)
     noisy_factorised: bool = param(True, "Factorised Gaussian noise (else independent per weight).")
-    n_step: int = param(1, "Steps of real rewards before bootstrapping.", low=1, high=100)
+    n_step_return: int = param(1, "Steps of real rewards before bootstrapping.", low=1, high=100)
     prioritized_replay: bool = param(False, "Sample transitions in proportion to their TD error.")
     priority_alpha: float = param(0.6, "How strongly priorities shape sampling (0: uniform).", low=0, high=1)
     priority_beta: float = param(0.4, "Initial importance-sampling exponent, annealed to 1 by the end.",
@@ -88,17 +89,11 @@ class DQNConfig:
 
     def check(self) -> dict[str, str]:
         errors = {}
-        if self.batch_size > self.buffer_size:
-            errors["batch_size"] = f"must not exceed the buffer size ({self.buffer_size})"
-        try:
-            parse_hidden_layers(self.hidden_layers)
-        except ValueError as error:
-            errors["hidden_layers"] = str(error)
         if self.categorical and self.v_min >= self.v_max:
             errors["v_max"] = f"must be greater than v_min ({self.v_min})"
         if self.exploration_final_eps_min > self.exploration_final_eps:
             errors["exploration_final_eps_min"] = "must not exceed exploration_final_eps"
-        if self.dueling and "hidden_layers" not in errors and not parse_hidden_layers(self.hidden_layers):
+        if self.dueling and self.hidden_layers.strip(", ") == "":  # other bad layer sizes: the shared checks
             errors["hidden_layers"] = "dueling heads need at least one hidden layer"
         return errors
 
@@ -159,34 +154,6 @@ def categorical_projection(next_probabilities: torch.Tensor, rewards: torch.Tens
     return (next_probabilities.unsqueeze(2) * kernel).sum(dim=1)
 
 
-@torch.no_grad()
-def td_loss_gradients(layers: list[nn.Module], features: torch.Tensor, actions: torch.Tensor, targets: torch.Tensor,
-                      weights: torch.Tensor | None, delta_clip: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The TD loss of a plain Linear/ReLU Q-network and its gradients, worked out by hand.
-
-    For loss = mean(weights * L(Q(s, a) - target)), L the Huber loss with threshold `delta_clip`
-    (squared error when 0), writes d loss / d parameter into each layer's `.grad` (overwriting it)
-    and returns (per-sample losses, Q(s, a)). The same numbers as autograd (tests/trainer/test_dqn.py)
-    in half the tensor calls: with 64-sample batches and 256-unit layers on a CPU, autograd's
-    bookkeeping costs about as much as the matrix products.
-    """
-    linears = [layer for layer in layers if type(layer) is nn.Linear]  # each but the last feeds a ReLU
-    x, inputs = plain_forward(linears, features)
-    q = x.gather(1, actions.unsqueeze(1)).squeeze(1)
-    error = q - targets
-    if delta_clip > 0:
-        per_sample = F.huber_loss(q, targets, delta=delta_clip, reduction="none")
-        slope = error.clamp(-delta_clip, delta_clip)
-    else:
-        per_sample = error.square()
-        slope = 2 * error
-    if weights is not None:
-        slope = slope * weights
-    gradient = torch.zeros_like(x).scatter_(1, actions.unsqueeze(1), (slope / len(q)).unsqueeze(1))
-    plain_backward(linears, inputs, gradient)
-    return per_sample, q
-
-
 @contextlib.contextmanager
 def mean_weights(network: nn.Module):
     """Noisy layers act with their mean weights inside this block (greedy evaluation)."""
@@ -211,23 +178,33 @@ class DQN(Agent):
         # each network's parameters are views into one tensor: one Adam and clipping call per update
         self.q_flat = FlatParameters(self.q_network.parameters())
         self.target_flat = FlatParameters(self.target_network.parameters(), gradients=False)
-        self.optimizer = FlatAdam([self.q_flat.param], lr=c.learning_rate, eps=c.adam_epsilon)
-        # a plain MLP on vector observations learns with hand-written gradients (td_loss_gradients) and, on
-        # a CPU, acts through numpy views of its weights (NumpyMLP): both much cheaper for small networks
-        self.plain_mlp = not (c.noisy or c.dueling or c.categorical) and self.q_network.encoder.kind == "Box" \
-            and all(type(layer) in (nn.Linear, nn.ReLU) for layer in self.q_network._body)
-        self.numpy_q_network = NumpyMLP(self.q_network._body) \
-            if self.plain_mlp and NumpyMLP.supports(self.q_network._body) else None
+        self.optimizer = FlatAdam([self.q_flat.param], lr=c.learning_rate, eps=c.optimizer_epsilon)
+        # a plain Linear/ReLU Q-network on a CPU learns with hand-written gradients and acts through numpy
+        # (trainer.cpu_speed); anywhere else, the autograd loss of learn_from
+        self.hand_path = not (c.dueling or c.categorical) and cpu_speed.hand_paths_apply(
+            self.device, torch.float32, [self.q_network.encoder, *self.q_network._body], activations=(nn.ReLU,))
+        self.numpy_q_network = cpu_speed.numpy_network(self.device, self.q_network.encoder, self.q_network._body) \
+            if self.hand_path else None
         self.modules = {"q_network": self.q_network, "target_network": self.target_network}
         self.optimizers = {"optimizer": self.optimizer}
         self.support = torch.linspace(c.v_min, c.v_max, c.num_atoms, device=self.device)
+        self.epsilons = self.epsilon_schedules()
+        self.beta = linear(c.priority_beta, 1.0, 1.0)
+
+    def epsilon_schedules(self) -> list:
+        """Each sub-env's epsilon as a function of progress."""
+        c = self.config
         initial = 0.0 if c.noisy else c.exploration_initial_eps
         finals = np.full(c.num_envs, 0.0 if c.noisy else c.exploration_final_eps)
         if c.exploration_final_eps_min > 0 and c.num_envs > 1 and not c.noisy:
             finals = np.logspace(np.log10(c.exploration_final_eps_min), np.log10(c.exploration_final_eps),
                                  c.num_envs)
-        self.epsilons = [linear(initial, final, c.exploration_fraction) for final in finals]
-        self.beta = linear(c.priority_beta, 1.0, 1.0)
+        return [linear(initial, final, c.exploration_fraction) for final in finals]
+
+    def live_changed(self, names: set[str]) -> None:
+        """A new exploration_final_eps is the new end of the epsilon schedule, from the next env step."""
+        if "exploration_final_eps" in names:
+            self.epsilons = self.epsilon_schedules()
 
     def q_values(self, network: nn.Module, observations: torch.Tensor) -> torch.Tensor:
         outputs = network(observations)
@@ -238,7 +215,7 @@ class DQN(Agent):
     def greedy_actions(self, observations: np.ndarray) -> np.ndarray:
         if self.numpy_q_network is not None:
             return self.numpy_q_network(observations).argmax(axis=1)
-        with torch.no_grad():
+        with torch.inference_mode():  # no autograd bookkeeping at all while acting
             q = self.q_values(self.q_network, torch.as_tensor(observations, device=self.device))
         return q.argmax(dim=1).cpu().numpy()
 
@@ -262,9 +239,9 @@ class DQN(Agent):
         """One gradient step on a fresh batch."""
         c = self.config
         if c.prioritized_replay:
-            batch = buffer.sample(c.batch_size, self.rng, c.n_step, c.gamma, beta=beta)
+            batch = buffer.sample(c.batch_size, self.rng, c.n_step_return, c.gamma, beta=beta)
         else:
-            batch = buffer.sample(c.batch_size, self.rng, c.n_step, c.gamma)
+            batch = buffer.sample(c.batch_size, self.rng, c.n_step_return, c.gamma)
         if c.noisy:  # fresh noise for both networks before every optimisation step
             reset_noise(self.q_network)
             reset_noise(self.target_network)
@@ -280,11 +257,14 @@ class DQN(Agent):
         c = self.config
         independent = not (c.double_q or c.noisy or c.prioritized_replay)
         observation_bytes = np.prod(self.observation_space.shape) * self.observation_space.dtype.itemsize
-        if not independent or count <= 1 or count * c.batch_size * observation_bytes > 64 * 2**20:
+        # (at most 16,384 samples at once: a phase's targets are then worked out within a second, so a
+        # cancel is not held up by them)
+        if not independent or count <= 1 or count * c.batch_size * observation_bytes > 64 * 2**20 \
+                or count * c.batch_size > 16_384:
             for _ in range(count):
                 yield self.update(buffer, beta)
             return
-        batches = buffer.batch(buffer.sample_indices(count * c.batch_size, self.rng), c.n_step, c.gamma)
+        batches = buffer.batch(buffer.sample_indices(count * c.batch_size, self.rng), c.n_step_return, c.gamma)
         # in chunks of about 512 samples, whose activations stay in the CPU's cache (twice as fast)
         chunk = max(c.batch_size, 512 // c.batch_size * c.batch_size)
         targets = torch.cat([self.targets(batches.part(slice(start, start + chunk)))
@@ -313,12 +293,12 @@ class DQN(Agent):
             return batch.rewards + bootstrap * next_outputs
 
     def learn_from(self, batch, target: torch.Tensor) -> dict:
+        """One gradient step on the TD loss mean_i w_i L(Q(s_i, a_i), target_i): L the Huber loss (squared
+        error with delta_clip 0), or for C51 the cross-entropy against the projected target distribution;
+        w_i the importance weights of prioritized replay (else 1)."""
         c = self.config
         actions = batch.actions.long()
-        if self.plain_mlp:
-            per_sample, q = td_loss_gradients(self.q_network._body, self.q_network.encoder(batch.obs), actions, target,
-                                              batch.weights, c.delta_clip)
-        else:
+        if not self.hand_path:
             outputs = self.q_network(batch.obs)[torch.arange(len(actions)), actions]
             if c.categorical:
                 per_sample = -(target * outputs.log_softmax(dim=1)).sum(dim=1)  # cross-entropy
@@ -329,11 +309,13 @@ class DQN(Agent):
                 else:
                     per_sample = F.mse_loss(outputs, target, reduction="none")
                 q = outputs.detach()
-        # importance weights multiply each sample's loss before the mean
-        loss = (per_sample * batch.weights).mean() if batch.weights is not None else per_sample.mean()
-        if not self.plain_mlp:
+            loss = (per_sample * batch.weights).mean() if batch.weights is not None else per_sample.mean()
             self.q_flat.zero_grad()
             loss.backward()
+        else:  # a plain Q-network on a CPU: the same loss, its gradients worked out by hand (trainer.cpu_speed)
+            per_sample, q = cpu_speed.td_loss_gradients(self.q_network._body, self.q_network.encoder(batch.obs), actions,
+                                                        target, batch.weights, c.delta_clip)
+            loss = (per_sample * batch.weights).mean() if batch.weights is not None else per_sample.mean()
         if c.max_grad_norm > 0:
             clip_grad_norm([self.q_flat], c.max_grad_norm)
         self.optimizer.step()
@@ -343,7 +325,7 @@ class DQN(Agent):
         return metrics
 
     def update_target(self) -> None:
-        tau = self.config.target_update_tau
+        tau = self.config.tau
         with torch.no_grad():
             if tau >= 1.0:
                 self.target_flat.param.copy_(self.q_flat.param)
@@ -365,12 +347,9 @@ class DQN(Agent):
     def train(self, runner) -> None:
         c = self.config
         self.buffer = buffer = self.make_buffer()
-        # a resumed run starts its envs from a fresh seed, not the episodes it has already played
-        envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
-        observations, _ = envs.reset(seed=self.seed + self.steps_done)
-        learning_starts = min(max(c.learning_starts, c.batch_size), buffer.capacity)
-        update_credit = 0.0  # replay_ratio: updates owed so far
-        try:
+        with self.training_envs(c.num_envs) as (envs, observations):
+            learning_starts = min(max(c.learning_starts, c.batch_size), buffer.capacity)
+            update_credit = 0.0  # replay_ratio: updates owed so far
             while True:
                 epsilons = np.array([epsilon(runner.progress) for epsilon in self.epsilons])
                 if c.noisy:
@@ -382,12 +361,9 @@ class DQN(Agent):
                 actions = self.explore(observations, epsilons)
                 next_observations, rewards, terminated, truncated, infos = envs.step(
                     actions + int(self.action_space.start))
-                real_next_observations = next_observations
-                if "final_obs" in infos:  # SAME_STEP autoreset: the episode's real last observation
-                    real_next_observations = next_observations.copy()
-                    for i in np.flatnonzero(infos["_final_obs"]):
-                        real_next_observations[i] = infos["final_obs"][i]
-                buffer.add(observations, actions, rewards, real_next_observations, terminated, truncated)
+                buffer.add(observations, actions, rewards,
+                           real_next_observations(next_observations, terminated | truncated, infos), terminated,
+                           truncated)
                 observations = next_observations
                 for episode_return, length in finished_episodes(infos):
                     runner.episode(episode_return, length)
@@ -402,14 +378,14 @@ class DQN(Agent):
                         updates = c.gradient_steps if crossed(before, self.steps_done, c.train_frequency) else 0
                     for metrics in self.update_many(buffer, updates, beta=self.beta(runner.progress)):
                         runner.record(metrics)
+                        if runner.should_stop():  # a cancel ends a long training phase within a second
+                            break
                     if updates:
                         runner.record({"train/epsilon": float(epsilons.mean())})
                 if crossed(before, self.steps_done, c.target_update_interval):
                     self.update_target()
                 if not keep_going:
                     return
-        finally:
-            envs.close()
 
 
 PRESETS = {
@@ -418,13 +394,13 @@ PRESETS = {
     "dueling-dqn": ("DQN with dueling value and advantage heads (Wang et al. 2016).", (("dueling", True),)),
     "noisy-dqn": ("DQN exploring with factorised noisy layers instead of epsilon (Fortunato et al. 2018).",
                   (("noisy", True),)),
-    "nstep-dqn": ("DQN with 3-step returns (Sutton 1988; Hessel et al. 2018).", (("n_step", 3),)),
+    "nstep-dqn": ("DQN with 3-step returns (Sutton 1988; Hessel et al. 2018).", (("n_step_return", 3),)),
     "per-dqn": ("DQN with proportional prioritized replay, alpha 0.6, beta 0.4 to 1 (Schaul et al. 2016).",
                 (("prioritized_replay", True),)),
     "c51": ("Categorical DQN: 51 atoms over [-10, 10] (Bellemare et al. 2017).", (("categorical", True),)),
     "rainbow": ("Rainbow: double, dueling, noisy, 3-step, prioritized (alpha 0.5) and C51 combined "
                 "(Hessel et al. 2018).",
-                (("double_q", True), ("dueling", True), ("noisy", True), ("n_step", 3), ("prioritized_replay", True),
+                (("double_q", True), ("dueling", True), ("noisy", True), ("n_step_return", 3), ("prioritized_replay", True),
                  ("priority_alpha", 0.5), ("categorical", True))),
 }
 for _name, (_description, _presets) in PRESETS.items():

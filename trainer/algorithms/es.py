@@ -9,12 +9,11 @@ shapes the returns by centred ranks and steps along
 
 with Adam (or plain SGD, rlib's rule). Workers receive noise seeds, never noise vectors, and every
 pair plays the same env seed (common random numbers). Observation statistics, when normalising, are
-frozen for a whole generation so every candidate sees the same normaliser (ALGORITHMS.md, ES checklist).
+frozen for a whole generation so every candidate sees the same normaliser (docs/algorithms.md, ES checklist).
 """
 
 from __future__ import annotations
 
-import math
 import multiprocessing
 import os
 from dataclasses import dataclass
@@ -39,8 +38,9 @@ class ESConfig:
 
     num_agents: int = param(30, "Candidates per iteration, in antithetic pairs (an even number).", low=2,
                             high=100_000)
-    sigma: float = param(0.1, "Std of the parameter perturbations.", low=0, low_inclusive=False)
-    learning_rate: float = param(0.03, "Step size of the update (rlib: lr).", low=0, low_inclusive=False, high=10)
+    sigma: float = param(0.1, "Std of the parameter perturbations.", low=0, low_inclusive=False, live=True)
+    learning_rate: float = param(0.03, "Step size of the update (rlib: lr).", low=0, low_inclusive=False, high=10,
+                                 live=True)
     optimizer: str = param("adam", "adam (the OpenAI starter), or sgd (rlib's plain update).",
                            choices=("adam", "sgd"))
     l2_coeff: float = param(0.005, "L2 penalty on the parameters, added to the update.", low=0)
@@ -50,7 +50,7 @@ class ESConfig:
                                         low=1, high=1000)
     hidden_layers: str = param("32,32", "Hidden layer sizes of the policy network, comma-separated "
                                         "(empty for a linear policy).")
-    normalize_observation: bool = param(False, "Normalise Box observations with running statistics "
+    normalize_observations: bool = param(False, "Normalise Box observations with running statistics "
                                                "(frozen within each iteration).")
     num_workers: int = param(0, "Worker processes evaluating candidates (0: one per CPU core, 1: no extra "
                                 "process).", low=0, high=1024)
@@ -59,10 +59,6 @@ class ESConfig:
         errors = {}
         if self.num_agents % 2:
             errors["num_agents"] = "must be even: candidates come in antithetic pairs"
-        try:
-            parse_hidden_layers(self.hidden_layers)
-        except ValueError as error:
-            errors["hidden_layers"] = str(error)
         return errors
 
 
@@ -170,6 +166,24 @@ def _rollouts(theta: np.ndarray, obs_mean, obs_std, env_seed: int, episodes: int
     return {"returns": returns, "lengths": lengths, "observations": observations}
 
 
+def play_generation(pool, tasks: list[tuple], should_stop) -> list[tuple[dict, dict]] | None:
+    """Every pair's results in task order, or None as soon as `should_stop` says so (asked between pairs,
+    or every 0.1 s while the pool plays them; the caller then terminates the pool mid-generation)."""
+    if pool is None:
+        results = []
+        for task in tasks:
+            if should_stop():
+                return None
+            results.append(_evaluate_pair(task))
+        return results
+    pending = pool.map_async(_evaluate_pair, tasks)
+    while not pending.ready():
+        if should_stop():
+            return None
+        pending.wait(0.1)
+    return pending.get()
+
+
 def _evaluate_pair(task: tuple) -> tuple[dict, dict]:
     """Play theta + sigma eps and theta - sigma eps on the same env seed."""
     theta, seed, sigma, env_seed, episodes, obs_mean, obs_std = task
@@ -192,7 +206,7 @@ class EvolutionStrategies(Agent):
             self.optimizer = torch.optim.SGD(self.policy.parameters(), lr=c.learning_rate, weight_decay=c.l2_coeff)
         self.modules = {"policy": self.policy}
         self.optimizers = {"optimizer": self.optimizer}
-        self.normalize = c.normalize_observation and isinstance(self.observation_space, spaces.Box) \
+        self.normalize = c.normalize_observations and isinstance(self.observation_space, spaces.Box) \
             and self.observation_space.dtype != np.uint8
         self.obs_stats = RunningMeanStd(self.observation_space.shape) if self.normalize else None
         self.iterations = 0
@@ -250,7 +264,9 @@ class EvolutionStrategies(Agent):
                 mean, std = self._frozen_stats()
                 tasks = [(theta, int(seed), c.sigma, int(env_seed), c.episodes_per_candidate, mean, std)
                          for seed, env_seed in zip(seeds, env_seeds)]
-                results = pool.map(_evaluate_pair, tasks) if pool else [_evaluate_pair(t) for t in tasks]
+                results = play_generation(pool, tasks, runner.should_stop)
+                if results is None:
+                    return  # stopped mid-generation: the weights stay those of the last update
 
                 fitness = np.array([[np.mean(plus["returns"]), np.mean(minus["returns"])]
                                     for plus, minus in results])

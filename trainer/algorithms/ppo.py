@@ -4,7 +4,7 @@ Schulman et al. 2017, "Proximal Policy Optimization Algorithms", https://arxiv.o
 GAE from Schulman et al. 2016, https://arxiv.org/abs/1506.02438. The details follow "The 37
 implementation details of PPO" (Huang et al. 2022): advantage normalisation per minibatch, clipped
 value loss (optional), orthogonal init, Adam eps 1e-5, global gradient clipping, linear annealing of
-the learning rate and the clip range, truncations bootstrapped (ALGORITHMS.md, P1).
+the learning rate and the clip range, truncations bootstrapped (docs/algorithms.md, P1).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from dataclasses import dataclass
 import torch
 
 from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, PolicyGradientAgent
+from trainer.agent import never
 from trainer.distributions import ACTION_SPACES
-from trainer.envs import make_vector_env
-from trainer.networks import FlatParameters, clip_grad_norm, parse_hidden_layers
-from trainer.optimizers import FlatAdam
-from trainer.params import param
+from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
+from trainer.networks import parse_hidden_layers
+from trainer.params import param, vectorization_param
 from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
+from trainer.schedules import SCHEDULES, annealed
 
-SCHEDULES = ("linear", "constant")
 
 
 @dataclass
@@ -29,31 +29,32 @@ class PPOConfig:
     """Defaults are rl-baselines3-zoo's tuned CartPole-v1 settings (500 +- 0 at 100k env steps)."""
 
     num_envs: int = param(8, "Environments stepped side by side (Gymnasium's vector API).", low=1, high=1024)
+    vectorization: str = vectorization_param()
     # rollout length per env; a rollout is n_steps * num_envs transitions
     n_steps: int = param(32, "Env steps per environment in each rollout.", low=1, high=100_000)
     batch_size: int = param(256, "Transitions per minibatch.", low=1, high=1_000_000)
-    n_epochs: int = param(20, "Passes over each rollout.", low=1, high=1_000)
+    n_epochs: int = param(20, "Passes over each rollout.", low=1, high=1_000, live=True)
     gamma: float = param(0.98, "Discount factor.", low=0, high=1)
     gae_lambda: float = param(0.8, "GAE lambda: 1 gives Monte-Carlo advantages, 0 one-step TD errors.", low=0, high=1)
     learning_rate: float = param(1e-3, "Adam learning rate (at the start, when annealed).", low=0,
-                                 low_inclusive=False, high=1)
+                                 low_inclusive=False, high=1, live=True)
     lr_schedule: str = param("linear", "Learning rate over the run: linear decay to 0, or constant.",
                              choices=SCHEDULES)
     clip_range: float = param(0.2, "Clip range epsilon of the probability ratio (at the start, when annealed).",
-                              low=0, low_inclusive=False, high=10)
+                              low=0, low_inclusive=False, high=10, live=True)
     clip_schedule: str = param("linear", "Clip range over the run: linear decay to 0, or constant.",
                                choices=SCHEDULES)
     # PPO2-style value clipping; depends on the reward scale (SB3 leaves it off by default)
     clip_value_loss: bool = param(False, "Clip the value update around the rollout's values.")
     value_clip_range: float = param(0.2, "Clip range of the value update, when clipped.", low=0,
                                     low_inclusive=False)
-    entropy_coef: float = param(0.0, "Entropy bonus coefficient.", low=0, high=10)
-    value_coef: float = param(0.5, "Value loss coefficient.", low=0, high=100)
-    max_grad_norm: float = param(0.5, "Clip the global gradient norm to this (0 turns clipping off).", low=0)
+    entropy_coef: float = param(0.0, "Entropy bonus coefficient.", low=0, high=10, live=True)
+    value_coef: float = param(0.5, "Value loss coefficient.", low=0, high=100, live=True)
+    max_grad_norm: float = param(0.5, "Clip the global gradient norm to this (0 turns clipping off).", low=0, live=True)
     normalize_advantage: bool = param(True, "Normalise advantages within each minibatch.")
     # 0 turns it off; SB3 stops an epoch's updates when the approximate KL exceeds 1.5 * target_kl
     target_kl: float = param(0.0, "Stop the update's epochs early when the approximate KL divergence exceeds "
-                                  "1.5 x this (0: never).", low=0)
+                                  "1.5 x this (0: never).", low=0, live=True)
     normalize_observations: bool = param(False, "Running mean/std normalisation of observations (saved in "
                                                 "checkpoints, frozen at evaluation).")
     normalize_rewards: bool = param(False, "Scale rewards by the running std of the discounted return.")
@@ -63,16 +64,12 @@ class PPOConfig:
     orthogonal_init: bool = param(True, "Orthogonal initialisation (gain sqrt 2 hidden, 0.01 policy, 1 value).")
     log_std_init: float = param(0.0, "Initial log standard deviation of Gaussian policies (Box actions).",
                                 low=-20, high=5)
-    adam_eps: float = param(1e-5, "Adam epsilon.", low=0, low_inclusive=False, high=1)
+    optimizer_epsilon: float = param(1e-5, "Adam epsilon.", low=0, low_inclusive=False, high=1)
 
     def check(self) -> dict[str, str]:
         errors = {}
         if self.batch_size > self.n_steps * self.num_envs:
             errors["batch_size"] = f"must not exceed a rollout (n_steps x num_envs = {self.n_steps * self.num_envs})"
-        try:
-            parse_hidden_layers(self.hidden_layers)
-        except ValueError as error:
-            errors["hidden_layers"] = str(error)
         return errors
 
 
@@ -104,10 +101,6 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
     return torch.max(unclipped, (clipped_values - returns) ** 2).mean()
 
 
-def annealed(value: float, schedule: str, progress: float) -> float:
-    return value * (1.0 - progress) if schedule == "linear" else value
-
-
 class PPO(PolicyGradientAgent):
     name = "ppo"
     value_heads = 1
@@ -118,19 +111,21 @@ class PPO(PolicyGradientAgent):
                                    c.activation, c.shared_network, self.value_heads, c.orthogonal_init,
                                    c.log_std_init).to(self.device)
         self.flat = FlatParameters(self.network.parameters())
-        self.optimizer = FlatAdam([self.flat.param], lr=c.learning_rate, eps=c.adam_eps)
+        self.optimizer = FlatAdam([self.flat.param], lr=c.learning_rate, eps=c.optimizer_epsilon)
         self.modules = {"network": self.network}
         self.optimizers = {"optimizer": self.optimizer}
         self.build_normalizers(c.num_envs)
 
-    def update(self, buffer, progress: float) -> dict[str, float]:
+    def update(self, buffer, progress: float, should_stop=never) -> dict[str, float]:
         c = self.config
         learning_rate = annealed(c.learning_rate, c.lr_schedule, progress)
         clip_range = annealed(c.clip_range, c.clip_schedule, progress)
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate
         logged: list[list[torch.Tensor]] = []
-        for epoch, batch in buffer.epochs(c.n_epochs, c.batch_size, self.rng, c.normalize_advantage):
+        for _, batch in buffer.epochs(c.n_epochs, c.batch_size, self.rng, c.normalize_advantage):
+            if should_stop():  # a cancel ends the epochs within a second
+                break
             distribution, values = self.network(batch.obs)
             log_probs = distribution.log_prob(batch.actions)
             # advantages come normalised per minibatch, if asked (a batch of one is left alone: SB3 #325)
@@ -141,15 +136,14 @@ class PPO(PolicyGradientAgent):
             entropy = distribution.entropy().mean() if c.entropy_coef > 0 else None
             if entropy is not None:
                 loss = loss - c.entropy_coef * entropy
-            # statistics cost as much as a tenth of an update: every minibatch with a target KL, else the last epoch
-            if c.target_kl > 0 or epoch == c.n_epochs - 1:
+            with torch.no_grad():
                 approx_kl, clip_fraction = ratio_statistics(log_ratio, clip_range)
-                if c.target_kl > 0 and approx_kl > 1.5 * c.target_kl:
-                    break  # the policy moved too far from the one that collected the data: no more epochs
                 if entropy is None:
-                    with torch.no_grad():
-                        entropy = distribution.entropy().mean()
-                logged.append([loss, policy_loss, v_loss, entropy, approx_kl, clip_fraction])
+                    entropy = distribution.entropy().mean()
+            if c.target_kl > 0 and approx_kl > 1.5 * c.target_kl:
+                break  # the policy moved too far from the one that collected the data: no more epochs
+            # the statistics are reported as means over every minibatch trained on, in all epochs (as SB3 does)
+            logged.append([loss, policy_loss, v_loss, entropy, approx_kl, clip_fraction])
             self.flat.zero_grad()
             loss.backward()
             if c.max_grad_norm > 0:
@@ -164,21 +158,17 @@ class PPO(PolicyGradientAgent):
 
     def train(self, runner) -> None:
         c = self.config
-        envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
-        buffer = self.new_buffer(c.n_steps, c.num_envs)
-        observations, _ = envs.reset(seed=self.seed + self.steps_done)
-        observations = self.normalize_obs(observations, update=True)
-        try:
+        with self.training_envs(c.num_envs) as (envs, observations):
+            buffer = self.new_buffer(c.n_steps, c.num_envs)
+            observations = self.normalize_obs(observations, update=True)
             while True:
                 observations, last_values, keep_going = self.collect(runner, envs, buffer, observations)
                 if not buffer.full:
                     return  # stopped in the middle of a rollout
                 buffer.compute_advantages(last_values[:, 0], c.gamma, c.gae_lambda)
-                runner.record(self.update(buffer, runner.progress))
+                runner.record(self.update(buffer, runner.progress, runner.should_stop))
                 if not keep_going:
                     return
-        finally:
-            envs.close()
 
 
 def explained_variance(predictions, targets) -> float:

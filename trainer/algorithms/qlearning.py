@@ -4,7 +4,7 @@ Watkins 1989 / Sutton and Barto, "Reinforcement Learning: An Introduction", sect
 Q(s, a) <- Q(s, a) + lr (r + gamma max_a' Q(s', a') - Q(s, a)), with epsilon-greedy exploration whose
 epsilon decays multiplicatively every env step (rlib's QLearning). Box observations are binned per
 dimension on a grid between bounds taken from the space, or given for unbounded dimensions
-(ALGORITHMS.md, tabular Q-learning checklist). The table is a buffer of a module, so a checkpoint
+(docs/algorithms.md, tabular Q-learning checklist). The table is a buffer of a module, so a checkpoint
 saves it as a tensor; `q_table()` gives it shaped by the grid for the dashboard's heatmap.
 """
 
@@ -19,7 +19,7 @@ from gymnasium import spaces
 from torch import nn
 
 from trainer.agent import Agent
-from trainer.envs import make_vector_env
+from trainer.envs import real_next_observations
 from trainer.params import ConfigError, param
 from trainer.registry import AlgorithmSpec, CLASSIC, register
 
@@ -31,15 +31,16 @@ class QLearningConfig:
     """Defaults learn FrozenLake-v1; benchmarks/continuous.py has settings for MountainCar-v0 on a 20 x 20 grid."""
 
     learning_rate: float = param(0.1, "Step size of the tabular update (rlib: lr).", low=0, low_inclusive=False,
-                                 high=1)
+                                 high=1, live=True)
     gamma: float = param(0.99, "Discount factor (rlib: discount).", low=0, high=1)
     learning_rate_decay: float = param(1.0, "The learning rate is multiplied by this after every env step, like "
                                             "epsilon (1 keeps it constant); a small final rate stops a coarse grid's "
                                             "greedy policy from flipping.", low=0, low_inclusive=False, high=1)
-    learning_rate_min: float = param(0.0, "The learning rate never decays below this.", low=0, high=1)
+    learning_rate_min: float = param(0.0, "The learning rate never decays below this.", low=0, high=1, live=True)
     epsilon_start: float = param(1.0, "Exploration probability at the start (rlib: epsilon_greedy).", low=0, high=1)
-    epsilon_decay: float = param(0.9999, "Epsilon is multiplied by this after every env step.", low=0, high=1)
-    epsilon_min: float = param(0.01, "Epsilon never decays below this.", low=0, high=1)
+    epsilon_decay: float = param(0.9999, "Epsilon is multiplied by this after every env step.", low=0, high=1,
+                                  live=True)
+    epsilon_min: float = param(0.01, "Epsilon never decays below this.", low=0, high=1, live=True)
     grid_size: str = param("20", "Bins per Box observation dimension: one number, or one per dimension "
                                  "(e.g. 1,1,12,12).")
     low: str = param("", "Lower grid bounds for Box observations, comma-separated (one, or one per "
@@ -168,8 +169,8 @@ def check_qlearning_env(config, observation_space, action_space) -> dict[str, st
         return error.errors
     entries = math.prod(shape) * int(action_space.n)
     if entries > MAX_TABLE_ENTRIES:
-        return {"grid_size": f"the table would hold {entries:,} entries (at most {MAX_TABLE_ENTRIES:,}): "
-                             f"use fewer bins"}
+        count = f"{entries:,}" if entries < 10**30 else f"about 10^{math.floor(math.log10(entries))}"
+        return {"grid_size": f"the table would hold {count} entries (at most {MAX_TABLE_ENTRIES:,}): use fewer bins"}
     return {}
 
 
@@ -188,10 +189,16 @@ class QLearning(Agent):
         self.state_shape, self.grid = state_layout(c, self.observation_space)
         self.num_actions = int(self.action_space.n)
         self.q = QTable(math.prod(self.state_shape), self.num_actions, c.initial_q)
-        self.table = self.q.table.numpy()  # shares memory with the tensor the checkpoint saves
+        # shares memory with the tensor the checkpoint saves (none for a shape-only agent on the meta device)
+        self.table = None if self.q.table.is_meta else self.q.table.numpy()
         self.modules = {"q_table": self.q}
         self.epsilon = c.epsilon_start
         self.learning_rate = c.learning_rate  # decays every env step, as epsilon does
+
+    def live_changed(self, names: set[str]) -> None:
+        """A new learning_rate is the current rate, and decays from there."""
+        if "learning_rate" in names:
+            self.learning_rate = self.config.learning_rate
 
     def states(self, observations: np.ndarray) -> np.ndarray:
         """Row indices of the table for a batch of observations."""
@@ -265,23 +272,19 @@ class QLearning(Agent):
 
     def train(self, runner) -> None:
         c = self.config
-        envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
-        observations, _ = envs.reset(seed=self.seed + self.steps_done)
-        episode_returns = np.zeros(c.num_envs)
-        episode_lengths = np.zeros(c.num_envs, dtype=np.int64)
-        start = int(self.action_space.start)
-        states = self.states(observations)
-        try:
+        with self.training_envs(c.num_envs) as (envs, observations):
+            episode_returns = np.zeros(c.num_envs)
+            episode_lengths = np.zeros(c.num_envs, dtype=np.int64)
+            start = int(self.action_space.start)
+            states = self.states(observations)
             while True:
                 actions = self.explore(states)
                 next_observations, rewards, terminated, truncated, infos = envs.step(actions + start)
                 done = terminated | truncated
                 next_states = self.states(next_observations)  # where each sub-env goes on from
                 real_next = next_states
-                if done.any():  # SAME_STEP autoreset: the real last observation is in infos (P2)
-                    real_next = next_states.copy()
-                    ended = np.flatnonzero(done)
-                    real_next[ended] = self.states(np.stack([infos["final_obs"][i] for i in ended]))
+                if done.any():  # an ended episode's real last state, not the reset one it goes on from
+                    real_next = self.states(real_next_observations(next_observations, done, infos))
                 td_errors = self.update(states, actions, rewards.astype(np.float64), real_next,
                                         terminated.astype(np.float64))
                 states = next_states
@@ -297,8 +300,6 @@ class QLearning(Agent):
                                "train/learning_rate": self.learning_rate})
                 if not runner.advance(c.num_envs):
                     return
-        finally:
-            envs.close()
 
     def extra_state(self) -> dict:
         return {"epsilon": self.epsilon, "learning_rate": self.learning_rate}

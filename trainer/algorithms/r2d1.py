@@ -19,9 +19,9 @@ from torch.nn import functional as F
 
 from trainer.agent import Agent
 from trainer.buffers import SumTree
-from trainer.envs import finished_episodes, make_vector_env
+from trainer.envs import finished_episodes
 from trainer.networks import ObservationEncoder
-from trainer.params import param
+from trainer.params import param, vectorization_param
 from trainer.registry import AlgorithmSpec, DQN_FAMILY, register
 from trainer.schedules import crossed, linear
 
@@ -30,8 +30,8 @@ from trainer.schedules import crossed, linear
 class R2D1Config:
     """Small-env defaults (rlpyt's Atari ones: sequence 80, burn-in 40, n 5, gamma 0.997, lr 1e-4, LSTM 512)."""
 
-    learning_rate: float = param(1e-3, "Adam learning rate.", low=0, low_inclusive=False, high=1)
-    adam_epsilon: float = param(1e-3, "Adam epsilon (rlpyt uses 1e-3).", low=0, low_inclusive=False, high=1)
+    learning_rate: float = param(1e-3, "Adam learning rate.", low=0, low_inclusive=False, high=1, live=True)
+    optimizer_epsilon: float = param(1e-3, "Adam epsilon (rlpyt uses 1e-3).", low=0, low_inclusive=False, high=1)
     buffer_size: int = param(100_000, "Replay capacity in env steps (all envs together).", low=100,
                              high=50_000_000)
     learning_starts: int = param(2_000, "Env steps collected before learning starts.", low=0)
@@ -39,25 +39,26 @@ class R2D1Config:
     sequence_length: int = param(20, "Steps of each sequence that are trained on.", low=1, high=1000)
     burn_in: int = param(10, "Steps before them that only warm up the recurrent state.", low=0, high=1000)
     gamma: float = param(0.99, "Discount factor.", low=0, high=1)
-    n_step: int = param(5, "Steps of real rewards before bootstrapping.", low=1, high=100)
+    n_step_return: int = param(5, "Steps of real rewards before bootstrapping.", low=1, high=100)
     num_envs: int = param(4, "Environments stepped side by side.", low=1, high=256)
+    vectorization: str = vectorization_param()
     replay_ratio: float = param(0.25, "Gradient updates per env step.", low=0, low_inclusive=False, high=100)
-    target_update_interval: int = param(1_000, "Env steps between copies into the target network.", low=1)
+    target_update_interval: int = param(1_000, "Env steps between copies into the target network.", low=1, live=True)
     exploration_fraction: float = param(0.3, "Fraction of the run over which epsilon decays.", low=0, high=1)
     exploration_initial_eps: float = param(1.0, "Epsilon at the start.", low=0, high=1)
-    exploration_final_eps: float = param(0.02, "Epsilon after the decay.", low=0, high=1)
+    exploration_final_eps: float = param(0.02, "Epsilon after the decay.", low=0, high=1, live=True)
     priority_alpha: float = param(0.6, "Priority exponent (0: uniform sampling).", low=0, high=1)
     priority_beta: float = param(0.4, "Initial importance-sampling exponent, annealed to 1.", low=0, high=1)
     priority_eta: float = param(0.9, "Sequence priority = eta * max |TD| + (1 - eta) * mean |TD|.", low=0, high=1)
     value_rescale_epsilon: float = param(1e-3, "Epsilon of the value rescaling h(x) (0 turns rescaling off).",
                                          low=0, high=1)
     delta_clip: float = param(1.0, "Huber loss threshold (0 for squared error).", low=0)
-    max_grad_norm: float = param(80.0, "Clip the gradient norm to this (0 turns clipping off).", low=0)
+    max_grad_norm: float = param(80.0, "Clip the gradient norm to this (0 turns clipping off).", low=0, live=True)
     hidden_size: int = param(64, "Units of the layer before the LSTM.", low=1, high=65_536)
     lstm_size: int = param(64, "Units of the LSTM.", low=1, high=65_536)
 
     def check(self) -> dict[str, str]:
-        window = self.burn_in + self.sequence_length + self.n_step
+        window = self.burn_in + self.sequence_length + self.n_step_return
         if self.buffer_size < window * self.num_envs * 2:
             return {"buffer_size": f"must hold at least two sequences of {window} steps per env"}
         return {}
@@ -197,12 +198,18 @@ class R2D1(Agent):
         self.q_network.to(self.device)
         self.target_network.to(self.device).load_state_dict(self.q_network.state_dict())
         self.target_network.requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=c.learning_rate, eps=c.adam_epsilon)
+        self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=c.learning_rate, eps=c.optimizer_epsilon)
         self.modules = {"q_network": self.q_network, "target_network": self.target_network}
         self.optimizers = {"optimizer": self.optimizer}
         self.epsilon = linear(c.exploration_initial_eps, c.exploration_final_eps, c.exploration_fraction)
         self.beta = linear(c.priority_beta, 1.0, 1.0)
         self.reset_state()
+
+    def live_changed(self, names: set[str]) -> None:
+        """A new exploration_final_eps is the new end of the epsilon schedule."""
+        c = self.config
+        if "exploration_final_eps" in names:
+            self.epsilon = linear(c.exploration_initial_eps, c.exploration_final_eps, c.exploration_fraction)
 
     # --- acting keeps a recurrent state ------------------------------------------------------------
     def reset_state(self, batch: int = 1) -> None:
@@ -255,7 +262,7 @@ class R2D1(Agent):
             next_values = inverse_value_rescale(next_values, c.value_rescale_epsilon)
 
         steps = c.sequence_length
-        returns = nstep_sequence_targets(rewards, terminated, ended, next_values, c.gamma, c.n_step, burn, steps)
+        returns = nstep_sequence_targets(rewards, terminated, ended, next_values, c.gamma, c.n_step_return, burn, steps)
         target = value_rescale(returns, c.value_rescale_epsilon)
         q_taken = online_q[:steps].gather(2, actions[burn:burn + steps].unsqueeze(2)).squeeze(2)
         errors = q_taken - target
@@ -276,15 +283,13 @@ class R2D1(Agent):
 
     def train(self, runner) -> None:
         c = self.config
-        window = c.burn_in + c.sequence_length + c.n_step
+        window = c.burn_in + c.sequence_length + c.n_step_return
         replay = SequenceReplay(c.buffer_size, c.num_envs, window, self.observation_space, c.lstm_size,
                                 c.priority_alpha)
-        envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
-        observations, _ = envs.reset(seed=self.seed + self.steps_done)
-        state = self.q_network.initial_state(c.num_envs, self.device)
-        starts = np.ones(c.num_envs, dtype=bool)
-        credit = 0.0
-        try:
+        with self.training_envs(c.num_envs) as (envs, observations):
+            state = self.q_network.initial_state(c.num_envs, self.device)
+            starts = np.ones(c.num_envs, dtype=bool)
+            credit = 0.0
             while True:
                 epsilon = self.epsilon(runner.progress)
                 with torch.no_grad():
@@ -307,7 +312,7 @@ class R2D1(Agent):
                 keep_going = runner.advance(c.num_envs)
                 if self.steps_done >= c.learning_starts and replay.tree.total > 0:
                     credit += c.replay_ratio * c.num_envs
-                    while credit >= 1:
+                    while credit >= 1 and not runner.should_stop():  # a cancel ends a long phase at once
                         credit -= 1
                         runner.record(self.update(replay, self.beta(runner.progress)))
                     runner.record({"train/epsilon": epsilon})
@@ -315,8 +320,6 @@ class R2D1(Agent):
                     self.target_network.load_state_dict(self.q_network.state_dict())
                 if not keep_going:
                     return
-        finally:
-            envs.close()
 
 
 register(AlgorithmSpec(

@@ -4,7 +4,7 @@ Williams 1992, "Simple statistical gradient-following algorithms for connectioni
 learning", https://doi.org/10.1007/BF00992696; Sutton et al. 2000, "Policy Gradient Methods for
 Reinforcement Learning with Function Approximation". Each update uses complete episodes only: a batch
 waits until `episodes_per_batch` episodes have finished (Lightning Bolts' version cuts episodes off at a
-fixed batch size; ALGORITHMS.md, REINFORCE).
+fixed batch size; docs/algorithms.md, REINFORCE).
 
     G_t  = sum_k gamma^k r_{t+k}            (reward-to-go, per episode)
     loss = -mean_t log pi(a_t | s_t) * G_t  (gradient ascent on the expected return)
@@ -19,11 +19,12 @@ import torch
 from torch import nn
 
 from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, PolicyGradientAgent
+from trainer.agent import never
 from trainer.buffers import EpisodeBuffer, Episode, discounted_returns
 from trainer.distributions import ACTION_SPACES
-from trainer.envs import finished_episodes, make_vector_env
+from trainer.envs import finished_episodes
 from trainer.networks import parse_hidden_layers
-from trainer.params import param
+from trainer.params import param, vectorization_param
 from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 
 
@@ -31,23 +32,17 @@ from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 class ReinforceConfig:
     num_envs: int = param(4, "Environments stepped side by side; each contributes whole episodes.", low=1,
                           high=256)
+    vectorization: str = vectorization_param()
     episodes_per_batch: int = param(8, "Finished episodes per update.", low=1, high=10_000)
     gamma: float = param(0.99, "Discount factor.", low=0, high=1)
-    learning_rate: float = param(3e-3, "Adam learning rate.", low=0, low_inclusive=False, high=1)
+    learning_rate: float = param(3e-3, "Adam learning rate.", low=0, low_inclusive=False, high=1, live=True)
     # (G - mean) / std over the batch: the variance trick of pytorch/examples#386; a flag, as in #971
     normalize_returns: bool = param(True, "Normalise the returns of each batch to zero mean, unit variance.")
-    max_grad_norm: float = param(0.0, "Clip the gradient norm to this (0 turns clipping off).", low=0)
+    max_grad_norm: float = param(0.0, "Clip the gradient norm to this (0 turns clipping off).", low=0, live=True)
     hidden_layers: str = param("64,64", "Hidden layer sizes of the policy, comma-separated.")
     activation: str = param("tanh", "Hidden layer activation.", choices=("tanh", "relu"))
     log_std_init: float = param(0.0, "Initial log standard deviation of Gaussian policies (Box actions).",
                                 low=-20, high=5)
-
-    def check(self) -> dict[str, str]:
-        try:
-            parse_hidden_layers(self.hidden_layers)
-        except ValueError as error:
-            return {"hidden_layers": str(error)}
-        return {}
 
 
 class Reinforce(PolicyGradientAgent):
@@ -76,7 +71,7 @@ class Reinforce(PolicyGradientAgent):
             nn.utils.clip_grad_norm_(self.network.actor_parameters(), self.config.max_grad_norm)
         self.optimizer.step()
 
-    def update(self, episodes: list[Episode]) -> dict[str, float]:
+    def update(self, episodes: list[Episode], should_stop=never) -> dict[str, float]:
         c = self.config
         obs, actions = self.batch(episodes)
         # reward-to-go of each episode on its own: nothing flows across an episode end
@@ -94,11 +89,9 @@ class Reinforce(PolicyGradientAgent):
 
     def train(self, runner) -> None:
         c = self.config
-        envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
-        buffer = EpisodeBuffer(c.num_envs)
-        observations, _ = envs.reset(seed=self.seed + self.steps_done)
-        head = self.network.policy
-        try:
+        with self.training_envs(c.num_envs) as (envs, observations):
+            buffer = EpisodeBuffer(c.num_envs)
+            head = self.network.policy
             while True:
                 with torch.no_grad():
                     actions = self.network.distribution(torch.as_tensor(observations, device=self.device)).sample()
@@ -112,11 +105,9 @@ class Reinforce(PolicyGradientAgent):
                 # an episode still running at an update finishes under the updated policy; its log-probs are
                 # computed afresh at its own update, so no cut-off piece of it is ever used
                 if len(buffer.finished) >= c.episodes_per_batch:
-                    runner.record(self.update(buffer.take()))
+                    runner.record(self.update(buffer.take(), runner.should_stop))
                 if not keep_going:
                     return
-        finally:
-            envs.close()
 
 
 register(AlgorithmSpec(

@@ -1,7 +1,7 @@
 """PPO with Random Network Distillation: an exploration bonus for rarely seen observations.
 
 Burda et al. 2018, "Exploration by Random Network Distillation", https://arxiv.org/abs/1810.12894;
-details from CleanRL's ppo_rnd_envpool.py and the pitfalls in ALGORITHMS.md (PPO + RND). Option names
+details from CleanRL's ppo_rnd_envpool.py and the pitfalls in docs/algorithms.md (PPO + RND). Option names
 follow pytorchrl's RND_PPO (`gamma_intrinsic`, `ext_adv_coeff`, `int_adv_coeff`, `predictor_proportion`,
 `pre_normalization_steps`, `pre_normalization_length`).
 
@@ -26,16 +26,18 @@ import torch
 from torch import nn
 
 from trainer.actor_critic import OBSERVATION_SPACES, body, normalizable
-from trainer.algorithms.ppo import PPO, PPOConfig, annealed, clipped_surrogate_loss, explained_variance, \
-    ratio_statistics, value_loss
+from trainer.agent import never
+from trainer.algorithms.ppo import (PPO, PPOConfig, clipped_surrogate_loss, explained_variance, ratio_statistics,
+                                    value_loss)
 from trainer.buffers import generalized_advantages
 from trainer.distributions import ACTION_SPACES
-from trainer.envs import finished_episodes, make_vector_env
-from trainer.networks import FlatParameters, ObservationEncoder, clip_grad_norm, parse_hidden_layers
+from trainer.envs import finished_episodes
+from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
+from trainer.networks import ObservationEncoder, parse_hidden_layers
 from trainer.normalization import ObservationNormalizer, RewardNormalizer
-from trainer.optimizers import FlatAdam
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
+from trainer.schedules import annealed
 
 RND_OBS_CLIP = 5.0
 
@@ -57,14 +59,6 @@ class RNDPPOConfig(PPOConfig):
     rnd_hidden_layers: str = param("64,64", "Hidden layer sizes of the RND target and predictor networks.")
     rnd_output_size: int = param(64, "Size of the RND embedding the predictor learns to match.", low=1,
                                  high=65_536)
-
-    def check(self) -> dict[str, str]:
-        errors = super().check()
-        try:
-            parse_hidden_layers(self.rnd_hidden_layers)
-        except ValueError as error:
-            errors["rnd_hidden_layers"] = str(error)
-        return errors
 
 
 class RNDNetwork(nn.Module):
@@ -96,7 +90,7 @@ class RNDPPO(PPO):
         self.rnd_target.requires_grad_(False)
         self.rnd_predictor = RNDNetwork(self.observation_space, layers, c.rnd_output_size).to(self.device)
         self.predictor_flat = FlatParameters(self.rnd_predictor.parameters())
-        self.predictor_optimizer = FlatAdam([self.predictor_flat.param], lr=c.learning_rate, eps=c.adam_eps)
+        self.predictor_optimizer = FlatAdam([self.predictor_flat.param], lr=c.learning_rate, eps=c.optimizer_epsilon)
         self.modules.update(rnd_target=self.rnd_target, rnd_predictor=self.rnd_predictor)
         self.optimizers["predictor_optimizer"] = self.predictor_optimizer
         # the RND inputs' own statistics (float Box observations only), and the intrinsic return's scale
@@ -165,7 +159,7 @@ class RNDPPO(PPO):
         return observations, True
 
     # --- PPO's update with two value heads and the predictor ------------------------------------------------
-    def update(self, buffer, progress: float) -> dict[str, float]:
+    def update(self, buffer, progress: float, should_stop=never) -> dict[str, float]:
         c = self.config
         learning_rate = annealed(c.learning_rate, c.lr_schedule, progress)
         clip_range = annealed(c.clip_range, c.clip_schedule, progress)
@@ -173,7 +167,9 @@ class RNDPPO(PPO):
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate
         logged: list[list[torch.Tensor]] = []
-        for epoch, batch in buffer.epochs(c.n_epochs, c.batch_size, self.rng, c.normalize_advantage):
+        for _, batch in buffer.epochs(c.n_epochs, c.batch_size, self.rng, c.normalize_advantage):
+            if should_stop():  # a cancel ends the epochs within a second
+                break
             distribution, values = self.network(batch.obs)
             log_probs = distribution.log_prob(batch.actions)
             # ext_adv_coeff * A_ext + int_adv_coeff * A_int, normalised per minibatch if asked
@@ -197,10 +193,9 @@ class RNDPPO(PPO):
                 clip_grad_norm([self.flat], c.max_grad_norm)
             self.optimizer.step()
             self.predictor_optimizer.step()
-            if epoch == c.n_epochs - 1:
-                logged.append([loss.detach(), policy_loss.detach(), ext_value_loss.detach(),
-                               int_value_loss.detach(), entropy.detach(), approx_kl, clip_fraction,
-                               predictor_loss.detach()])
+            # the statistics are reported as means over every minibatch trained on, in all epochs (as SB3 does)
+            logged.append([loss.detach(), policy_loss.detach(), ext_value_loss.detach(), int_value_loss.detach(),
+                           entropy.detach(), approx_kl.detach(), clip_fraction.detach(), predictor_loss.detach()])
         names = ("loss", "policy_loss", "value_loss", "intrinsic_value_loss", "entropy", "approx_kl",
                  "clip_fraction", "rnd_loss")
         metrics = {f"train/{name}": float(torch.stack([row[i] for row in logged]).mean())
@@ -212,10 +207,8 @@ class RNDPPO(PPO):
 
     def train(self, runner) -> None:
         c = self.config
-        envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
-        buffer = self.new_buffer(c.n_steps, c.num_envs, intrinsic=True)
-        observations, _ = envs.reset(seed=self.seed + self.steps_done)
-        try:
+        with self.training_envs(c.num_envs) as (envs, observations):
+            buffer = self.new_buffer(c.n_steps, c.num_envs, intrinsic=True)
             if self.steps_done == 0 and self.rnd_obs_normalizer is not None:  # a fresh run, not a resumed one
                 observations, keep_going = self.warm_up(runner, envs, observations)
                 if not keep_going:
@@ -236,11 +229,9 @@ class RNDPPO(PPO):
                     buffer.int_rewards, buffer.int_values, next_int_values, no_ends, no_ends,
                     c.gamma_intrinsic, c.gae_lambda)
                 buffer.advantages = c.ext_adv_coeff * ext_advantages + c.int_adv_coeff * int_advantages
-                runner.record(self.update(buffer, runner.progress))
+                runner.record(self.update(buffer, runner.progress, runner.should_stop))
                 if not keep_going:
                     return
-        finally:
-            envs.close()
 
 
 register(AlgorithmSpec(

@@ -3,7 +3,7 @@
 Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications", https://arxiv.org/abs/1812.05905.
 A tanh-squashed Gaussian actor, twin Q critics with Polyak-averaged targets, and a temperature alpha
 tuned towards a target entropy (or fixed). Actions are learned in [-1, 1] and rescaled to the env's
-bounds, so the squashing's log-prob correction never sees the scale (ALGORITHMS.md, SAC checklist).
+bounds, so the squashing's log-prob correction never sees the scale (docs/algorithms.md, SAC checklist).
 """
 
 from __future__ import annotations
@@ -20,14 +20,12 @@ from torch.nn import functional as F
 from trainer.agent import Agent
 from trainer.buffers import ReplayBuffer
 from trainer.continuous import (PRECISIONS, ActionScaler, ColoredNoise, Normalizers, QEnsemble, autocast,
-                                by_hand_actor_layers, check_continuous_env, ensemble_backward, ensemble_forward,
-                                episode_length_limit, frozen, numpy_actor_body, observation_storage_dtype,
-                                real_next_observations)
-from trainer.envs import make_vector_env
-from trainer.networks import (FlatParameters, NumpyMLP, ObservationEncoder, clip_grad_norm, mlp,
-                              parse_hidden_layers, plain_backward, plain_forward, run_layers)
-from trainer.optimizers import FlatAdam
-from trainer.params import param
+                                check_continuous_env, episode_length_limit, frozen, observation_storage_dtype)
+from trainer.cpu_speed import FlatAdam, FlatParameters, NumpyMLP, clip_grad_norm, numpy_network
+from trainer.envs import finished_episodes, real_next_observations
+from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers, run_layers
+from trainer.optimizers import SavedAsOne
+from trainer.params import param, vectorization_param
 from trainer.registry import AlgorithmSpec, CONTINUOUS_CONTROL, register
 from trainer.schedules import crossed
 
@@ -40,33 +38,33 @@ class SACConfig:
     """Defaults are rl-baselines3-zoo's tuned Pendulum-v1 settings (-157 +- 89 at 20k env steps)."""
 
     policy_learning_rate: float = param(1e-3, "Adam learning rate of the actor.", low=0, low_inclusive=False,
-                                        high=1)
-    q_learning_rate: float = param(1e-3, "Adam learning rate of the Q critics.", low=0, low_inclusive=False, high=1)
+                                        high=1, live=True)
+    critic_learning_rate: float = param(1e-3, "Adam learning rate of the Q critics.", low=0, low_inclusive=False,
+                                        high=1, live=True)
     alpha_learning_rate: float = param(1e-3, "Adam learning rate of log(alpha) when alpha is tuned.", low=0,
-                                       low_inclusive=False, high=1)
-    buffer_size: int = param(1_000_000, "Replay buffer capacity, in transitions (Bolts: replay_size).", low=1,
-                             high=50_000_000)
+                                       low_inclusive=False, high=1, live=True)
+    buffer_size: int = param(1_000_000, "Replay buffer capacity, in transitions.", low=1, high=50_000_000)
     # warm start: uniformly random actions fill the buffer before the first update
-    learning_starts: int = param(100, "Env steps of uniformly random actions before learning starts "
-                                      "(Bolts: warm_start_size).", low=0)
+    learning_starts: int = param(100, "Env steps of uniformly random actions before learning starts.", low=0)
     batch_size: int = param(256, "Transitions per gradient update.", low=1, high=65_536)
     gamma: float = param(0.99, "Discount factor.", low=0, high=1)
-    tau: float = param(0.005, "Polyak averaging rate of the target critics (Bolts: target_alpha).", low=0,
-                       low_inclusive=False, high=1)
-    target_update_interval: int = param(1, "Gradient updates between target-critic updates (Bolts: sync_rate).",
-                                        low=1)
+    tau: float = param(0.005, "Polyak averaging rate of the target critics.", low=0, low_inclusive=False, high=1,
+                       live=True)
+    target_update_interval: int = param(1, "Gradient updates between target-critic updates.", low=1)
     train_frequency: int = param(1, "Env steps between training phases.", low=1)
     gradient_steps: int = param(1, "Gradient updates per training phase.", low=1, high=100_000)
     auto_alpha: bool = param(True, "Tune alpha towards the target entropy; off keeps alpha fixed.")
     alpha: float = param(1.0, "Entropy coefficient: its initial value when tuned, its value when fixed.", low=0,
-                         low_inclusive=False)
+                         low_inclusive=False, live=True)
     # "auto" is -dim(A), Haarnoja et al.'s heuristic
     target_entropy: str = param("auto", "Entropy alpha is tuned towards: a number, or auto for -(action dims).")
     hidden_layers: str = param("256,256", "Hidden layer sizes of the actor and of each critic, comma-separated.")
-    max_grad_norm: float = param(0.0, "Clip each network's gradient norm to this (0 turns clipping off).", low=0)
-    normalize_observation: bool = param(False, "Normalise Box observations with running mean and std.")
-    normalize_reward: bool = param(False, "Scale rewards by the running std of the discounted return.")
+    max_grad_norm: float = param(0.0, "Clip each network's gradient norm to this (0 turns clipping off).", low=0,
+                                 live=True)
+    normalize_observations: bool = param(False, "Normalise Box observations with running mean and std.")
+    normalize_rewards: bool = param(False, "Scale rewards by the running std of the discounted return.")
     num_envs: int = param(1, "Environments stepped side by side.", low=1, high=256)
+    vectorization: str = vectorization_param()
     # 0 is standard SAC; pink noise (1) explores sparse tasks such as MountainCarContinuous (Eberhard et al. 2023)
     noise_exponent: float = param(0.0, "Colour of the exploration noise while collecting: 0 white (independent "
                                        "per step), 1 pink, 2 red (slowly wandering).", low=0, high=3)
@@ -77,12 +75,6 @@ class SACConfig:
 
     def check(self) -> dict[str, str]:
         errors = {}
-        if self.batch_size > self.buffer_size:
-            errors["batch_size"] = f"must not exceed the buffer size ({self.buffer_size})"
-        try:
-            parse_hidden_layers(self.hidden_layers)
-        except ValueError as error:
-            errors["hidden_layers"] = str(error)
         if self.target_entropy.strip().lower() != "auto":
             try:
                 if not math.isfinite(float(self.target_entropy)):
@@ -150,33 +142,41 @@ class SAC(Agent):
         self.log_alpha.requires_grad_(c.auto_alpha)
         auto = c.target_entropy.strip().lower() == "auto"
         self.target_entropy = -float(action_size) if auto else float(c.target_entropy)
-        # one optimizer, one parameter group per learning rate: the three losses touch disjoint
-        # parameters, so one backward pass and one Adam step serve all of them; each network's
-        # parameters are views into one flat tensor, so the step is one fused kernel call per group
+        # one optimizer per network, as the losses are minimised one after the other; each network's
+        # parameters are views into one flat tensor, so a step is one fused kernel call
         self.actor_flat = FlatParameters(self.actor.parameters())
         self.critic_flat = FlatParameters(self.critic.parameters())
         self.target_flat = FlatParameters(self.target_critic.parameters(), gradients=False)
-        groups = [{"params": [self.actor_flat.param], "lr": c.policy_learning_rate},
-                  {"params": [self.critic_flat.param], "lr": c.q_learning_rate}]
-        if c.auto_alpha:
-            groups.append({"params": [self.log_alpha.value], "lr": c.alpha_learning_rate})
-        self.optimizer = FlatAdam(groups) if self.device.type in ("cpu", "cuda") else torch.optim.Adam(groups)
+        adam = FlatAdam if self.device.type in ("cpu", "cuda") else torch.optim.Adam
+        self.critic_optimizer = adam([self.critic_flat.param], lr=c.critic_learning_rate)
+        self.actor_optimizer = adam([self.actor_flat.param], lr=c.policy_learning_rate)
+        self.alpha_optimizer = adam([self.log_alpha.value], lr=c.alpha_learning_rate) if c.auto_alpha else None
         self.modules = {"actor": self.actor, "critic": self.critic, "target_critic": self.target_critic,
                         "log_alpha": self.log_alpha}
-        self.optimizers = {"optimizer": self.optimizer}
-        self.normalizers = Normalizers(self.observation_space, c.num_envs, c.gamma, c.normalize_observation,
-                                       c.normalize_reward, self.device)
+        # saved as the one optimizer of earlier versions (actor, critic, alpha groups): old checkpoints load
+        self.optimizers = {"optimizer": SavedAsOne(self.actor_optimizer, self.critic_optimizer,
+                                                   *([self.alpha_optimizer] if c.auto_alpha else []))}
+        self.normalizers = Normalizers(self.observation_space, c.num_envs, c.gamma, c.normalize_observations,
+                                       c.normalize_rewards, self.device)
         self.updates = 0  # gradient updates so far
-        # MLP actor and critics on a CPU in float32 learn with hand-written gradients (gradients_by_hand)
-        self.actor_linears = by_hand_actor_layers(self.actor, self.device, c.precision)
-        self.by_hand = self.actor_linears is not None
+
+    def learning_rate_groups(self) -> dict[str, list[dict]]:
+        return {"policy_learning_rate": self.actor_optimizer.param_groups,
+                "critic_learning_rate": self.critic_optimizer.param_groups,
+                "alpha_learning_rate": self.alpha_optimizer.param_groups if self.alpha_optimizer else []}
+
+    def live_changed(self, names: set[str]) -> None:
+        """A new alpha is alpha from the next update on (when tuned, the tuning goes on from it)."""
+        if "alpha" in names:
+            with torch.no_grad():
+                self.log_alpha.value.fill_(math.log(self.config.alpha))
 
     def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
         return self.scaler.to_env(self.act_unit(observations, deterministic))
 
     @cached_property
     def numpy_actor(self) -> NumpyMLP | None:
-        return numpy_actor_body(self.actor, self.normalizers)
+        return numpy_network(self.device, self.actor.encoder, list(self.actor.body), self.normalizers.observations)
 
     def act_unit(self, observations: np.ndarray, deterministic: bool, noise: np.ndarray | None = None) -> np.ndarray:
         """Actions in [-1, 1], as stored in replay."""
@@ -196,119 +196,69 @@ class SAC(Agent):
         return actions.cpu().numpy()
 
     def update(self, batch) -> dict[str, torch.Tensor]:
+        """One step of the critics, then one of the actor and of alpha against the updated critics, in the
+        order of Haarnoja et al.'s algorithm (and of stable-baselines3 and CleanRL)."""
         c = self.config
-        metrics = self.gradients_by_hand(batch) if self.by_hand else self.gradients(batch)
+        obs, next_obs = self.normalizers.obs(batch.obs), self.normalizers.obs(batch.next_obs)
+        alpha = self.log_alpha.value.detach().exp()
+
+        # critics: minimise 0.5 sum_i mean (Q_i(s, a) - target)^2
+        with autocast(self.device, c.precision):  # the forward passes; backward follows their dtypes
+            target = self.targets(batch, next_obs, alpha)
+            q = self.critic(obs, batch.actions)  # [2, batch]
+            critic_loss = 0.5 * ((q - target) ** 2).mean(dim=1).sum()
+        self.critic_flat.zero_grad()
+        critic_loss.backward()
+        if c.max_grad_norm > 0:
+            clip_grad_norm([self.critic_flat], c.max_grad_norm)
+        self.critic_optimizer.step()
+
+        # actor: minimise alpha log pi(a|s) - min_i Q_i(s, a) with a reparameterised, through the updated
+        # critics (frozen)
+        with autocast(self.device, c.precision):
+            actions, log_prob = self.actor.sample(obs)
+            with frozen(self.critic):
+                q_pi = self.critic(obs, actions).min(dim=0).values
+            actor_loss = (alpha * log_prob - q_pi).mean()
+        self.actor_flat.zero_grad()
+        actor_loss.backward()
         if c.max_grad_norm > 0:
             clip_grad_norm([self.actor_flat], c.max_grad_norm)
-            clip_grad_norm([self.critic_flat], c.max_grad_norm)
-        self.optimizer.step()
+        self.actor_optimizer.step()
+
+        # temperature: alpha grows while the entropy -log pi is below the target, and shrinks above it
+        if c.auto_alpha:
+            alpha_loss = -(self.log_alpha.value * (log_prob.detach() + self.target_entropy)).mean()
+            self.log_alpha.value.grad = None
+            alpha_loss.backward()
+            self.alpha_optimizer.step()
+
         self.updates += 1
         if self.updates % c.target_update_interval == 0:
             with torch.no_grad():
                 self.target_flat.param.lerp_(self.critic_flat.param, c.tau)
-        return metrics
+        return {"train/critic_loss": critic_loss.detach(), "train/actor_loss": actor_loss.detach(),
+                "train/alpha": alpha, "train/entropy": -log_prob.detach().mean(), "train/q_mean": q.detach().mean()}
 
     def targets(self, batch, next_obs: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
         """r + gamma (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s')), a' ~ pi(.|s') from the
         current policy; truncated transitions are bootstrapped (P1)."""
         c = self.config
-        rewards = batch.rewards * self.normalizers.reward_scale() if c.normalize_reward else batch.rewards
+        rewards = batch.rewards * self.normalizers.reward_scale() if c.normalize_rewards else batch.rewards
         with torch.no_grad():
             next_actions, next_log_prob = self.actor.sample(next_obs)
             next_q = self.target_critic(next_obs, next_actions).min(dim=0).values
             return rewards + c.gamma * (1.0 - batch.terminated) * (next_q - alpha * next_log_prob)
-
-    def gradients(self, batch) -> dict[str, torch.Tensor]:
-        """The three losses' gradients through autograd, into the parameters' `.grad`."""
-        c = self.config
-        obs, next_obs = self.normalizers.obs(batch.obs), self.normalizers.obs(batch.next_obs)
-        alpha = self.log_alpha.value.detach().exp()
-
-        with autocast(self.device, c.precision):  # the forward passes; backward follows their dtypes
-            target = self.targets(batch, next_obs, alpha)
-            q = self.critic(obs, batch.actions)  # [2, batch]
-            critic_loss = 0.5 * ((q - target) ** 2).mean(dim=1).sum()
-
-            # actor: minimise alpha log pi(a|s) - min_i Q_i(s, a) with a reparameterised; the critic is frozen
-            actions, log_prob = self.actor.sample(obs)
-            with frozen(self.critic):
-                q_pi = self.critic(obs, actions).min(dim=0).values
-            actor_loss = (alpha * log_prob - q_pi).mean()
-
-            # temperature: alpha grows while the entropy -log pi is below the target, and shrinks above it
-            loss = critic_loss + actor_loss
-            if c.auto_alpha:
-                alpha_loss = -(self.log_alpha.value * (log_prob.detach() + self.target_entropy)).mean()
-                loss = loss + alpha_loss
-
-        self.actor_flat.zero_grad()
-        self.critic_flat.zero_grad()
-        self.log_alpha.value.grad = None
-        loss.backward()
-        return {"train/critic_loss": critic_loss.detach(), "train/actor_loss": actor_loss.detach(),
-                "train/alpha": alpha, "train/entropy": -log_prob.detach().mean(), "train/q_mean": q.detach().mean()}
-
-    @torch.no_grad()
-    def gradients_by_hand(self, batch) -> dict[str, torch.Tensor]:
-        """The gradients of `gradients`, worked out by hand for MLP networks on a CPU in float32: the
-        same numbers (tests/trainer/test_continuous_control.py) without autograd's bookkeeping, which
-        costs about a tenth of an update with 256-unit layers."""
-        c = self.config
-        obs, next_obs = self.normalizers.obs(batch.obs), self.normalizers.obs(batch.next_obs)
-        alpha = self.log_alpha.value.detach().exp()
-        target = self.targets(batch, next_obs, alpha)
-        critic = self.critic.parameter_list
-        batch_size = len(target)
-
-        # critics: d/dq of 0.5 sum_i mean (q_i - target)^2
-        x = self.critic.inputs(obs, batch.actions)
-        q, hidden = ensemble_forward(critic, self.critic.num_q, x)
-        error = q - target
-        critic_loss = 0.5 * error.square().mean(dim=1).sum()
-        ensemble_backward(critic, self.critic.num_q, x, hidden, error / batch_size, [p.grad for p in critic], False)
-
-        # actor: a = tanh(u), u = mean + std * noise; loss = mean(alpha log pi(a|s) - min_i Q_i(s, a))
-        out, inputs = plain_forward(self.actor_linears, self.actor.encoder(obs))
-        mean, raw_log_std = out.chunk(2, dim=-1)
-        log_std = raw_log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-        std, noise = log_std.exp(), torch.randn_like(mean)
-        u = mean + std * noise
-        actions = torch.tanh(u)
-        log_prob = squashed_gaussian_log_prob(u, mean, log_std)
-        x = self.critic.inputs(obs, actions)
-        q_all, hidden = ensemble_forward(critic, self.critic.num_q, x)
-        q_pi, lowest = q_all.min(dim=0)
-        actor_loss = (alpha * log_prob - q_pi).mean()
-        grad_q = torch.zeros_like(q_all).scatter_(0, lowest.unsqueeze(0), -1.0 / batch_size)
-        grad_actions = ensemble_backward(critic, self.critic.num_q, x, hidden, grad_q, None, True)
-        grad_actions = grad_actions[:, -actions.shape[1]:]
-        # d log pi / d mean = 2 tanh(u) and d log pi / d log_std = 2 tanh(u) std noise - 1 (the Gaussian's
-        # own terms cancel under the reparameterisation); the clamp passes gradients inside its bounds
-        weight = alpha / batch_size
-        grad_mean = grad_actions * (1.0 - actions * actions) + 2.0 * weight * actions
-        inside = (raw_log_std >= LOG_STD_MIN) & (raw_log_std <= LOG_STD_MAX)
-        grad_log_std = (grad_mean * std * noise - weight) * inside
-        plain_backward(self.actor_linears, inputs, torch.cat([grad_mean, grad_log_std], dim=1))
-
-        if c.auto_alpha:  # d/d log(alpha) of -mean(log(alpha) (log pi + target entropy))
-            self.log_alpha.value.grad = -(log_prob + self.target_entropy).mean()
-        return {"train/critic_loss": critic_loss, "train/actor_loss": actor_loss, "train/alpha": alpha,
-                "train/entropy": -log_prob.mean(), "train/q_mean": q.mean()}
 
     def train(self, runner) -> None:
         c = self.config
         buffer = self.buffer = ReplayBuffer(
             c.buffer_size, self.observation_space.shape, observation_storage_dtype(self.observation_space),
             action_shape=(int(np.prod(self.action_space.shape)),), action_dtype=np.float32, device=self.device)
-        # a resumed run starts its envs from a fresh seed, not the episodes it has already played
-        envs = make_vector_env(self.env_id, c.num_envs, seed=self.seed + self.steps_done)
-        observations, _ = envs.reset(seed=self.seed + self.steps_done)
-        episode_returns = np.zeros(c.num_envs)
-        episode_lengths = np.zeros(c.num_envs, dtype=np.int64)
-        learning_starts = min(max(c.learning_starts, c.batch_size), c.buffer_size)
-        colored = ColoredNoise(c.noise_exponent, c.num_envs, buffer.actions.shape[1], episode_length_limit(envs),
-                               self.rng) if c.noise_exponent > 0 else None
-        try:
+        with self.training_envs(c.num_envs) as (envs, observations):
+            learning_starts = min(max(c.learning_starts, c.batch_size), c.buffer_size)
+            colored = ColoredNoise(c.noise_exponent, c.num_envs, buffer.actions.shape[1], episode_length_limit(envs),
+                                   self.rng) if c.noise_exponent > 0 else None
             while True:
                 if len(buffer) < learning_starts:  # warm start: uniform random actions
                     actions = self.rng.uniform(-1.0, 1.0, size=(c.num_envs, buffer.actions.shape[1]))
@@ -322,23 +272,20 @@ class SAC(Agent):
                 self.normalizers.observe(observations, rewards, done)
                 observations = next_observations
 
-                episode_returns += rewards
-                episode_lengths += 1
-                for i in np.flatnonzero(done):
-                    runner.episode(episode_returns[i], episode_lengths[i])
-                    episode_returns[i], episode_lengths[i] = 0.0, 0
-                    if colored:
-                        colored.reset(i)
+                for episode_return, length in finished_episodes(infos):
+                    runner.episode(episode_return, length)
+                for i in np.flatnonzero(done) if colored else ():
+                    colored.reset(i)
 
                 before = self.steps_done
                 keep_going = runner.advance(c.num_envs)
                 if len(buffer) >= learning_starts and crossed(before, self.steps_done, c.train_frequency):
                     for _ in range(c.gradient_steps):
                         runner.record(self.update(buffer.sample(c.batch_size, self.rng)))
+                        if runner.should_stop():  # a cancel ends a long training phase within a second
+                            break
                 if not keep_going:
                     return
-        finally:
-            envs.close()
 
     def extra_state(self) -> dict:
         return {"updates": self.updates, "normalizers": self.normalizers.state()}

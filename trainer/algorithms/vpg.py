@@ -1,15 +1,15 @@
 """Vanilla Policy Gradient: REINFORCE with a baseline and an entropy bonus, over several envs.
 
 Sutton et al. 2000, "Policy Gradient Methods for Reinforcement Learning with Function Approximation";
-option names from Lightning Bolts' VanillaPolicyGradient (`entropy_beta`, average-reward baseline).
+after Lightning Bolts' VanillaPolicyGradient (average-reward baseline; its `entropy_beta` is our `entropy_coef`).
 Whole episodes as in REINFORCE (the same loop), then
 
     A_t  = G_t - b(s_t)                         b: a learned V(s) (detached), the batch's mean return, or 0
-    loss = -mean_t log pi(a_t | s_t) * A_t - entropy_beta * H(pi(. | s_t))
+    loss = -mean_t log pi(a_t | s_t) * A_t - entropy_coef * H(pi(. | s_t))
     V    is fitted to G_t with its own optimizer, `value_steps` steps per batch
 
 With the learned baseline, an episode cut short by a time limit is bootstrapped: its returns include
-gamma^k V(last observation) (ALGORITHMS.md, P1). Without a critic nothing is bootstrapped.
+gamma^k V(last observation) (docs/algorithms.md, P1). Without a critic nothing is bootstrapped.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from trainer.actor_critic import OBSERVATION_SPACES
+from trainer.agent import never
 from trainer.algorithms.reinforce import Reinforce, ReinforceConfig
 from trainer.buffers import Episode, discounted_returns
 from trainer.distributions import ACTION_SPACES
@@ -31,9 +32,9 @@ from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 class VPGConfig(ReinforceConfig):
     baseline: str = param("value", "Baseline subtracted from the returns: a learned value function, the batch's "
                                    "mean return (Bolts), or none.", choices=("value", "mean", "none"))
-    entropy_beta: float = param(0.01, "Entropy bonus coefficient.", low=0, high=10)
-    value_learning_rate: float = param(1e-2, "Adam learning rate of the value function.", low=0,
-                                       low_inclusive=False, high=1)
+    entropy_coef: float = param(0.01, "Entropy bonus coefficient.", low=0, high=10, live=True)
+    critic_learning_rate: float = param(1e-2, "Adam learning rate of the value function.", low=0,
+                                       low_inclusive=False, high=1, live=True)
     value_steps: int = param(5, "Gradient steps on the value function per batch.", low=1, high=1_000)
     normalize_returns: bool = param(False, "Normalise the returns of each batch before the baseline (the value "
                                            "function then learns normalised returns).")
@@ -46,8 +47,11 @@ class VPG(Reinforce):
 
     def build(self) -> None:
         super().build()
-        self.value_optimizer = torch.optim.Adam(self.network.critic_parameters(), lr=self.config.value_learning_rate)
+        self.value_optimizer = torch.optim.Adam(self.network.critic_parameters(), lr=self.config.critic_learning_rate)
         self.optimizers["value_optimizer"] = self.value_optimizer
+
+    def learning_rate_groups(self) -> dict[str, list[dict]]:
+        return {"learning_rate": self.optimizer.param_groups, "critic_learning_rate": self.value_optimizer.param_groups}
 
     def returns(self, episodes: list[Episode]) -> np.ndarray:
         c = self.config
@@ -61,7 +65,7 @@ class VPG(Reinforce):
             parts.append(discounted_returns(episode.rewards, c.gamma, bootstrap))
         return np.concatenate(parts)
 
-    def update(self, episodes: list[Episode]) -> dict[str, float]:
+    def update(self, episodes: list[Episode], should_stop=never) -> dict[str, float]:
         c = self.config
         obs, actions = self.batch(episodes)
         returns = torch.as_tensor(self.returns(episodes), device=self.device)
@@ -80,7 +84,7 @@ class VPG(Reinforce):
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         policy_loss = -(distribution.log_prob(actions) * advantages).mean()
         entropy = distribution.entropy().mean()
-        loss = policy_loss - c.entropy_beta * entropy  # the bonus is subtracted: more entropy, lower loss
+        loss = policy_loss - c.entropy_coef * entropy  # the bonus is subtracted: more entropy, lower loss
         self.policy_step(loss)
 
         metrics = {"train/loss": float(loss.detach()), "train/policy_loss": float(policy_loss.detach()),
@@ -88,6 +92,8 @@ class VPG(Reinforce):
                    "train/batch_steps": len(obs)}
         if c.baseline == "value":
             for _ in range(c.value_steps):
+                if should_stop():  # a cancel ends the value fit within a second
+                    break
                 value_loss = ((self.network.values(obs)[:, 0] - returns) ** 2).mean()
                 self.value_optimizer.zero_grad(set_to_none=True)
                 value_loss.backward()

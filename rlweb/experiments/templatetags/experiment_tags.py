@@ -2,7 +2,22 @@
 
 from django import template
 
+from rlweb.experiments import notes
+from rlweb.experiments.live_changes import LiveChangeForm, applied_changes, changed_text
+
 register = template.Library()
+
+
+@register.filter
+def markdown(text: str) -> str:
+    """Notes as sanitised HTML (notes.render)."""
+    return notes.render(text or "")
+
+
+@register.inclusion_tag("experiments/_notes.html", takes_context=True)
+def notes_section(context, text: str, action: str) -> dict:
+    """The notes card of a run or experiment page: the rendered notes and the form that edits them."""
+    return {"notes": text, "action": action, "max_length": notes.MAX_LENGTH, "csrf_token": context.get("csrf_token")}
 
 
 @register.filter
@@ -34,3 +49,16 @@ def steps(value) -> str:
     if value < 1_000_000:
         return f"{value / 1_000:.3g}k"
     return f"{value / 1_000_000:.3g}M"
+
+
+@register.simple_tag
+def live_change_form(run):
+    """The form that changes a running run's live hyperparameters (None when it is not running)."""
+    return LiveChangeForm(run) if run.status == run.Status.RUNNING else None
+
+
+@register.simple_tag
+def hyperparameter_value(run, name: str, value) -> str:
+    """A run's hyperparameter as its page shows it: "0.001 → 0.0005 changed at step 512" once changed live."""
+    changes = applied_changes(run).get(name)
+    return changed_text(value, changes) if changes else str(value)

@@ -1,0 +1,108 @@
+"""Hyperparameters changed while a run trains, from its page.
+
+The run page's form offers the hyperparameters the algorithm declares live (trainer's schema, `Param.live`:
+learning rates, entropy coefficient, clip range, epsilon's end, exploration noise, ...), filled in with the run's
+current values. A change is checked as the experiment form checks a new config (`trainer.params.
+check_live_changes`), recorded on the run (`Run.live_changes`) and pushed to the worker through a Redis list next
+to the stop flag (`live.changes_key`). The worker's sink reads it with the stop flag (every half second); the runner
+checks it again, applies it and reports a `hyperparameters` event, which the sink writes into the change's entry
+(step, seq, old and new values, or the error) and which the page draws as a log line and a mark on every chart.
+
+Resume: a checkpoint saves the config as it is, changes included. A resumed attempt replays the changes whose event
+came after its checkpoint (forgotten with the rest of the interrupted attempt) at the step they were applied at,
+and applies at once any change its worker never took (`live.changes_to_replay`).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import trainer
+from django import forms
+from django.db import transaction
+from django.utils import timezone
+from trainer.params import NOT_LIVE, ConfigError, check_live_changes
+
+from rlweb.experiments import live
+from rlweb.experiments.forms import HYPERPARAMETER_PREFIX, hyperparameter_field
+from rlweb.experiments.models import Run
+
+
+def current_values(run: Run) -> dict:
+    """The run's hyperparameters now: its experiment's, with every change asked for and not refused on top."""
+    values = dict(run.experiment.hyperparameters)
+    for entry in run.live_changes:
+        if "error" not in entry:
+            values.update(entry["values"])
+    return values
+
+
+def applied_changes(run: Run) -> dict[str, list[tuple[int, object, object]]]:
+    """{name: [(step, old, new), ...]} of the changes the run's worker applied, in order."""
+    applied: dict[str, list] = {}
+    for entry in run.live_changes:
+        for name, change in (entry.get("changes") or {}).items():
+            applied.setdefault(name, []).append((entry["step"], change["old"], change["new"]))
+    return applied
+
+
+def changed_text(value, changes: list[tuple[int, object, object]]) -> str:
+    """How the compare page shows a changed setting: "0.001 → 0.0005 changed at step 3,000" (each change in turn)."""
+    return str(value) + "".join(f" → {new} changed at step {step:,}" for step, _, new in changes)
+
+
+class LiveChangeForm(forms.Form):
+    """The live hyperparameters of a run's algorithm, filled in with its current values. Only the fields whose
+    value differs from the current one count as the change (`cleaned_data["changes"]`)."""
+
+    def __init__(self, run: Run, data=None):
+        super().__init__(data)
+        spec = trainer.get_spec(run.experiment.algorithm)
+        self.config_class = spec.config_class
+        self.current = current_values(run)
+        self.params = [param for param in spec.params() if param.live]
+        for param in self.params:
+            field = self.fields[HYPERPARAMETER_PREFIX + param.name] = hyperparameter_field(param)
+            field.initial = self.current.get(param.name, param.default)
+
+    def clean(self):
+        cleaned = super().clean()
+        others = sorted(key.removeprefix(HYPERPARAMETER_PREFIX) for key in self.data
+                        if key.startswith(HYPERPARAMETER_PREFIX) and key not in self.fields)
+        for name in others:
+            self.add_error(None, f"{name[:60]}: {NOT_LIVE}")
+        asked = {param.name: cleaned[HYPERPARAMETER_PREFIX + param.name] for param in self.params
+                 if self.differs(param, cleaned.get(HYPERPARAMETER_PREFIX + param.name))}
+        if not asked and not others:
+            raise forms.ValidationError("Nothing to change: every value is the run's current one.")
+        try:
+            cleaned["changes"] = check_live_changes(self.config_class, self.current, asked)
+        except ConfigError as error:
+            for name, message in error.errors.items():
+                field = HYPERPARAMETER_PREFIX + name
+                self.add_error(field if field in self.fields else None,
+                               message if field in self.fields else f"{name}: {message}")
+        return cleaned
+
+    def differs(self, param, raw) -> bool:
+        """Whether a posted value is a change (an empty field keeps the current value; one that does not parse is a
+        change, refused with its message)."""
+        if raw in (None, ""):
+            return False
+        try:
+            return param.parse(raw) != self.current.get(param.name, param.default)
+        except ValueError:
+            return True
+
+
+def request_change(run: Run, values: dict) -> dict:
+    """Record a checked change on the run and hand it to its worker; returns the entry. The run's row stays locked
+    until the change is in Redis, so the worker's report of it finds the entry (redis.RedisError: nothing kept)."""
+    entry = {"id": uuid.uuid4().hex, "values": values, "requested_at": timezone.now().isoformat()}
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().only("live_changes").get(pk=run.pk)
+        locked.live_changes.append(entry)
+        locked.save(update_fields=["live_changes"])
+        live.push_change(run.pk, {"id": entry["id"], "values": values})
+    run.live_changes = locked.live_changes
+    return entry

@@ -1,0 +1,135 @@
+"""The worker registry: every Celery worker writes itself into Redis; the workers page and the queue notices read it.
+
+A worker keeps one hash, `rlweb:worker:<node name>`: its host, queues, device (the GPU's name and memory when
+torch sees one), pid, start time and last heartbeat. When the worker is ready (Celery's `worker_ready` signal)
+a daemon thread writes the hash and then rewrites it every `WORKER_BEAT_SECONDS`, each time with an expiry of
+`WORKER_TTL_SECONDS`; `worker_shutdown` deletes it. The thread beats while the solo pool's main thread trains
+(as a run's heartbeat does), and a Redis restart loses nothing for long: the next beat writes the whole hash
+again. A worker killed outright stops beating and its hash expires, so the registry holds exactly the workers
+heard from within the TTL, read with one SCAN and no broadcast (`celery inspect` waits for every worker's
+answer, and a solo worker that trains answers late or never). Which run a worker trains is read from the
+database (`Run.worker_node`), which holds the truth about runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+import redis
+from django.conf import settings
+
+from rlweb.experiments import live
+
+logger = logging.getLogger(__name__)
+
+KEY_PREFIX = "rlweb:worker:"
+
+
+def registry_key(node: str) -> str:
+    return KEY_PREFIX + node
+
+
+@dataclass
+class Worker:
+    """A live worker as its registry entry describes it; `run` is set by the page (None: idle)."""
+
+    node: str
+    host: str
+    queues: list[str]
+    device: str  # "cpu", or the GPU's name
+    gpu_memory_mb: int | None
+    visible_devices: str  # CUDA_VISIBLE_DEVICES as the worker was started with it ("" when unset)
+    pid: int
+    started: float
+    heartbeat: float
+    run: object = field(default=None)
+
+    @classmethod
+    def from_entry(cls, entry: dict) -> Worker:
+        return cls(node=entry["node"], host=entry["host"], queues=[q for q in entry["queues"].split(",") if q],
+                   device=entry["device"], gpu_memory_mb=int(entry["gpu_memory_mb"]) or None,
+                   visible_devices=entry.get("visible_devices", ""), pid=int(entry["pid"]),
+                   started=float(entry["started"]), heartbeat=float(entry["heartbeat"]))
+
+    @property
+    def uptime_seconds(self) -> float:
+        return max(0.0, time.time() - self.started)
+
+    @property
+    def heartbeat_age_seconds(self) -> float:
+        return max(0.0, time.time() - self.heartbeat)
+
+
+def device_entry() -> dict:
+    """The device this worker trains on: the first GPU torch sees (CUDA_VISIBLE_DEVICES picks it), else the CPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        properties = torch.cuda.get_device_properties(0)
+        device, memory = properties.name, properties.total_memory // 2**20
+    else:
+        device, memory = "cpu", 0
+    return {"device": device, "gpu_memory_mb": memory, "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+
+
+def write_entry(entry: dict) -> None:
+    """Write a worker's entry with a fresh heartbeat and expiry (one transaction)."""
+    key = registry_key(entry["node"])
+    with live.redis_client().pipeline() as pipe:
+        pipe.hset(key, mapping={**entry, "heartbeat": time.time()})
+        pipe.expire(key, settings.WORKER_TTL_SECONDS)
+        pipe.execute()
+
+
+def live_workers() -> list[Worker]:
+    """Every worker whose entry has not expired, by host and node; none when Redis cannot be reached."""
+    client = live.redis_client()
+    try:
+        entries = [client.hgetall(key) for key in client.scan_iter(match=KEY_PREFIX + "*", count=500)]
+    except redis.RedisError as error:
+        logger.warning("cannot read the worker registry (%s)", error)
+        return []
+    workers = [Worker.from_entry(entry) for entry in entries if entry.get("node")]  # {}: expired since the SCAN
+    return sorted(workers, key=lambda worker: (worker.host, worker.node))
+
+
+def served_queues(workers: list[Worker]) -> set[str]:
+    return {queue for worker in workers for queue in worker.queues}
+
+
+class Registration:
+    """A worker's entry, kept fresh by a daemon thread from `start()` to `stop()`."""
+
+    def __init__(self, node: str, queues: list[str]):
+        self.entry = {"node": node, "host": socket.gethostname(), "queues": ",".join(sorted(queues)),
+                      "pid": os.getpid(), "started": time.time(), **device_entry()}
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.beat_until_stopped, name="worker-registry", daemon=True)
+
+    def start(self) -> Registration:
+        self.beat()
+        self.thread.start()
+        return self
+
+    def beat_until_stopped(self) -> None:
+        while not self.stopping.wait(settings.WORKER_BEAT_SECONDS):
+            self.beat()
+
+    def beat(self) -> None:
+        try:
+            write_entry(self.entry)
+        except redis.RedisError as error:  # the entry expires meanwhile; the next beat writes it again
+            logger.warning("cannot write this worker's registry entry (%s); retrying", error)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=5)
+        try:
+            live.redis_client().delete(registry_key(self.entry["node"]))
+        except redis.RedisError as error:
+            logger.warning("cannot remove this worker's registry entry (%s); it expires by itself", error)

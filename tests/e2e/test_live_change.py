@@ -1,0 +1,79 @@
+"""Changing the learning rate of a running run from its page, in a real browser against the real stack: a bad
+value is refused next to its field, a good one reaches the worker, which reports it; the log gets a line and every
+chart a mark at that step, also after a reload. Screenshot: docs/screenshots/run-live-change.png."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.stack import SCREENSHOTS, sign_up
+
+pytestmark = pytest.mark.e2e
+
+USERNAME, PASSWORD = "ada", "a long browser password 7"
+TRAINING = {
+    "total_steps": "200000", "eval_interval": "2000", "eval_episodes": "2", "hp_learning_starts": "500",
+    "hp_buffer_size": "10000", "hp_batch_size": "32", "hp_train_frequency": "4", "hp_target_update_interval": "250",
+    "hp_learning_rate": "0.001", "hp_hidden_layers": "64,64",
+}
+RETURNS = "document.querySelector('[data-metric=\"rollout/episode_return\"] .chart')"
+
+
+def marks(chart: str) -> str:
+    """A JS expression: the x positions of a chart's change marks."""
+    return f"((({chart} || {{}}).layout || {{}}).shapes || []).map((shape) => shape.x0)"
+
+
+def test_the_learning_rate_of_a_running_run_changes_from_its_page(site, browser):
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.set_default_timeout(30_000)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    sign_up(page, site, USERNAME, PASSWORD)
+    page.goto(site + "/experiments/new/")
+    page.fill("#id_name", "Live change")
+    for name, value in TRAINING.items():
+        page.fill(f"#id_{name}", value)
+    page.select_option("#id_device", "cpu")
+    page.click("text=Create and launch")
+    page.wait_for_selector("#run-table")
+    page.click("#run-table a[data-run-id]")
+    page.wait_for_selector("#live-change-form", timeout=120_000)
+    page.wait_for_function("document.getElementById('run-status').textContent === 'running'", timeout=180_000)
+    page.wait_for_function(f"(({RETURNS} || {{}}).data || []).length > 0", timeout=180_000)
+    assert page.input_value("#id_hp_learning_rate") == "0.001"
+
+    # a bad value: refused next to its field, nothing sent
+    page.fill("#id_hp_learning_rate", "-3")
+    page.click("#live-change-form button[type=submit]")
+    page.wait_for_selector("#id_hp_learning_rate_error li")
+    assert page.text_content("#id_hp_learning_rate_error") == "must be greater than 0"
+
+    page.fill("#id_hp_learning_rate", "0.0005")
+    page.click("#live-change-form button[type=submit]")
+    page.wait_for_function("document.getElementById('live-change-status').textContent.startsWith('sent')")
+    assert page.is_hidden("#id_hp_learning_rate_error")
+    line = page.wait_for_selector("#log-list li.log-hyperparameters", timeout=20_000)
+    assert "changed learning_rate 0.001 → 0.0005" in line.text_content()
+    step = int(line.query_selector(".log-where").text_content().split()[1])
+    page.wait_for_function(f"{marks(RETURNS)}.includes({step})", timeout=20_000)
+    on_every_chart = page.eval_on_selector_all(
+        ".chart", f"(charts) => charts.every((chart) => (chart.layout.shapes || []).some((s) => s.x0 === {step}))")
+    assert on_every_chart
+
+    # after a reload the marks and the log line come from the stored history
+    page.reload()
+    page.wait_for_selector("#log-list li.log-hyperparameters")
+    page.wait_for_function(f"{marks(RETURNS)}.includes({step})")
+    assert page.input_value("#id_hp_learning_rate") == "0.0005"
+    page.wait_for_timeout(3_000)  # a few more points after the mark
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")  # live points redraw the charts on screen
+    page.wait_for_timeout(1_000)
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_timeout(1_000)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "run-live-change.png"), full_page=True)
+    assert not errors
+
+    page.click("#cancel-form button")  # leave no run training behind
+    page.wait_for_function("document.getElementById('run-status').textContent === 'cancelled'", timeout=60_000)

@@ -1,0 +1,191 @@
+"""Every URL pattern of the project, walked from the URL resolver (a new view cannot be left out): an
+anonymous visitor is sent to a login page, a signed-in stranger gets a 404 (or 403/405) for another user's
+objects and never their data, with GET and with POST; every POST without a CSRF token is refused."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.files.base import ContentFile
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, resolve
+
+from rlweb.accounts.models import Invitation, SiteSettings
+from rlweb.experiments.models import Checkpoint, Experiment, Run, Video
+from tests.web.helpers import PASSWORD
+
+SECRET = "owner-secret-7f3a"  # in the owner's experiment name, video file and invitation note
+ANONYMOUS_PAGES = {"login", "signup", "invitation-accept", "admin:login"}  # meant for visitors
+LOGIN_PAGES = ("/login/?next=", "/admin/login/?next=")
+OBJECT_KWARGS = {"experiment_id", "run_id", "checkpoint_id", "video_id", "invitation_id"}
+ROUTE_PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>|\(\?P<(\w+)>[^)]*\)")
+
+
+@dataclass
+class Pattern:
+    route: str
+    name: str  # namespace:name, or the route for an unnamed one
+    callback: object
+    kwargs: set
+
+    def url(self, values: dict) -> str:
+        def value(match):
+            name = match.group(1) or match.group(2)
+            assert name in values, f"{self.name} takes <{name}>: give the walker an object for it"
+            return str(values[name])
+        return "/" + ROUTE_PARAMETER.sub(value, self.route).replace("^", "").replace("$", "")
+
+
+def every_pattern(resolver=None, prefix="", namespace=None):
+    for entry in (resolver or get_resolver()).url_patterns:
+        if isinstance(entry, URLResolver):
+            yield from every_pattern(entry, prefix + str(entry.pattern), entry.namespace or namespace)
+        else:
+            assert isinstance(entry, URLPattern)
+            route = prefix + str(entry.pattern)
+            name = f"{namespace}:{entry.name}" if namespace and entry.name else entry.name or route
+            yield Pattern(route, name, entry.callback, {a or b for a, b in ROUTE_PARAMETER.findall(route)})
+
+
+PATTERNS = list(every_pattern())
+
+
+@pytest.fixture
+def world(owner, stranger, admin_user, trained_run, make_experiment):
+    """The owner's experiment (a trained run, a queued one, a cancelled one, a video) and an admin's invitation."""
+    experiment = trained_run.experiment
+    Experiment.objects.filter(pk=experiment.pk).update(name=SECRET, tags=[SECRET])
+    queued = Run.objects.create(experiment=experiment, seed=1, total_steps=400)
+    cancelled = Run.objects.create(experiment=experiment, seed=2, total_steps=400, status="cancelled")
+    video = Video(run=trained_run, step=200, episode_return=9.0)
+    video.file.save("step_200.mp4", ContentFile(b"\x00\x00\x00\x18ftypmp42" + SECRET.encode()), save=True)
+    invitation = Invitation.objects.create(note=SECRET, created_by=admin_user,
+                                           expires_at=trained_run.created.replace(year=2100))
+    values = {"experiment_id": experiment.pk, "run_id": trained_run.pk, "checkpoint_id": trained_run.checkpoints.first().pk,
+              "video_id": video.pk, "invitation_id": invitation.pk, "token": invitation.token,
+              # the admin's own patterns: anyone but staff is sent to a login page before these are read
+              "object_id": experiment.pk, "id": owner.pk, "content_type_id": 1, "app_label": "experiments",
+              "url": "no-such-page/"}
+    runs_for = {"run-cancel": queued.pk, "run-resume": cancelled.pk}  # a state change the stranger must not make
+    return {"values": values, "runs_for": runs_for, "experiment": experiment, "queued": queued,
+            "cancelled": cancelled, "video": video, "invitation": invitation, "owner": owner, "stranger": stranger,
+            "admin": admin_user}
+
+
+def url_of(pattern: Pattern, world) -> str:
+    values = dict(world["values"])
+    if pattern.name in world["runs_for"]:
+        values["run_id"] = world["runs_for"][pattern.name]
+    url = pattern.url(values)
+    assert resolve(url).func == pattern.callback, f"{url} does not reach {pattern.name}"
+    run = world["runs_for"].get(pattern.name, world["values"]["run_id"])
+    return f"{url}?runs={run}&experiment={world['experiment'].pk}"  # ids in the query too (compare)
+
+
+def body(response) -> bytes:
+    return b"".join(response.streaming_content) if response.streaming else response.content
+
+
+def assert_nothing_changed(world):
+    world["experiment"].refresh_from_db()
+    assert Run.objects.get(pk=world["queued"].pk).status == "queued"
+    assert Run.objects.get(pk=world["cancelled"].pk).status == "cancelled"
+    assert Checkpoint.objects.filter(run__experiment=world["experiment"]).exists()
+    assert Video.objects.filter(pk=world["video"].pk).exists()
+    world["invitation"].refresh_from_db()
+    assert world["invitation"].state == "open"
+    assert set(get_user_model().objects.values_list("username", flat=True)) == {"owner", "stranger", "admin"}
+    assert not SiteSettings.current().signup_open
+    assert set(Experiment.objects.values_list("owner__username", flat=True)) == {"owner"}
+
+
+def test_the_walker_sees_every_view_of_the_site():
+    names = {pattern.name for pattern in PATTERNS}
+    assert {"experiment-detail", "run-cancel", "checkpoint-download", "video-file", "compare-export-csv",
+            "user-list", "invitation-revoke", "admin:index"} <= names
+    assert len(PATTERNS) >= 60
+    assert {name for pattern in PATTERNS for name in pattern.kwargs} <= OBJECT_KWARGS | {
+        "token", "object_id", "id", "content_type_id", "app_label", "url"}, "a new kind of id: add it to world()"
+
+
+@pytest.mark.slow
+def test_anonymous_visitors_are_sent_to_a_login_page_and_see_nothing(world):
+    visitor = Client()
+    for pattern in PATTERNS:
+        url = url_of(pattern, world)
+        for method in ("get", "post"):
+            response = getattr(visitor, method)(url)
+            content = body(response)
+            assert response.status_code < 500, (method, url, response.status_code)
+            assert SECRET.encode() not in content, (method, url)
+            if pattern.name not in ANONYMOUS_PAGES:
+                assert response.status_code == 302, (method, url, response.status_code)
+                assert response["Location"].startswith(LOGIN_PAGES), (method, url, response["Location"])
+    assert_nothing_changed(world)
+
+
+@pytest.mark.slow
+def test_a_signed_in_stranger_gets_404_for_other_users_objects_and_never_their_data(world):
+    stranger = Client()
+    counts = {"refused": 0, "own pages": 0}
+    for pattern in PATTERNS:
+        url = url_of(pattern, world)
+        for method in ("get", "post"):
+            stranger.force_login(world["stranger"])  # again: a logout pattern ends the session
+            response = getattr(stranger, method)(url)
+            content = body(response)
+            assert response.status_code < 500, (method, url, response.status_code)
+            assert SECRET.encode() not in content, (method, url)
+            if pattern.name.startswith("admin:") or pattern.route.startswith("admin/"):
+                if pattern.name == "admin:login":  # the admin's login form says the stranger is not staff
+                    assert response.status_code == 200, (method, url)
+                else:  # to the admin's login (its logout: to its index, which sends there)
+                    assert response.status_code == 302 and response["Location"].startswith(
+                        ("/admin/login/", "/admin/?")) or response["Location"] == "/admin/", (method, url)
+            elif pattern.kwargs & OBJECT_KWARGS or pattern.route.startswith("users/"):
+                assert response.status_code in (403, 404, 405), (method, url, response.status_code)
+                counts["refused"] += 1
+            else:
+                counts["own pages"] += 1  # lists, forms and compare: the stranger's own (empty) view
+    assert_nothing_changed(world)
+    assert counts["refused"] >= 30
+
+
+@pytest.mark.slow
+def test_the_owner_reaches_every_object_the_stranger_was_refused(world):
+    """So the stranger's 404s come from the ownership check, not from ids that do not exist."""
+    owner, admin = Client(), Client()
+    owner.force_login(world["owner"])
+    admin.force_login(world["admin"])
+    for pattern in PATTERNS:
+        if not pattern.kwargs & OBJECT_KWARGS or pattern.name == "run-stream":  # a stream follows a live run
+            continue
+        client = admin if pattern.route.startswith("users/") else owner
+        response = client.get(url_of(pattern, world))
+        # a DQN run has no Q-table: the view's own JSON answer, past the ownership check's HTML 404
+        answered = response.status_code == 404 and response["Content-Type"] == "application/json"
+        assert response.status_code in (200, 405) or answered, (pattern.name, response.status_code)
+
+
+def test_every_post_without_a_csrf_token_is_refused(world):
+    clients = {}
+    for role in ("owner", "admin"):
+        clients[role] = Client(enforce_csrf_checks=True)
+        clients[role].force_login(world[role])
+    for pattern in PATTERNS:
+        for role, client in clients.items():
+            response = client.post(url_of(pattern, world), {"open": "True", "note": "x", "days": "7"})
+            assert response.status_code == 403, (role, pattern.name, response.status_code)
+            assert b"CSRF" in body(response)
+    assert_nothing_changed(world)
+
+
+def test_sign_in_and_sign_up_forms_need_the_csrf_token_too(world):
+    SiteSettings.objects.filter(pk=1).update(signup_open=True)
+    visitor = Client(enforce_csrf_checks=True)
+    assert visitor.post("/login/", {"username": "owner", "password": PASSWORD}).status_code == 403
+    assert visitor.post("/signup/", {"username": "new", "password1": PASSWORD, "password2": PASSWORD}).status_code == 403
+    assert not get_user_model().objects.filter(username="new").exists()

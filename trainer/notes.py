@@ -1,0 +1,35 @@
+"""What a run will do that its settings alone do not say, and settings that rarely fit together.
+
+Nothing changes silently: `run_notes` lists, in words, each value the algorithm adjusts or schedules on
+its own (a learning start raised to the batch size, a learning rate that decays to 0) and each
+combination that is allowed but rarely what was meant (hidden layers behind the Nature CNN). The command
+line prints them before training, the run's `started` event carries them (the run page's log shows
+them), and the web form shows them when it launches.
+"""
+
+from __future__ import annotations
+
+from trainer.networks import is_image_space
+from trainer.params import parse_hidden_layers
+
+RATES = ("learning_rate", "policy_learning_rate", "critic_learning_rate")
+
+
+def run_notes(config, observation_space) -> list[str]:
+    notes = []
+    batch, starts = getattr(config, "batch_size", None), getattr(config, "learning_starts", None)
+    if batch is not None and starts is not None and starts < batch:
+        notes.append(f"learning_starts={starts} is below batch_size={batch}: learning starts once the replay holds "
+                     f"{batch} transitions.")
+    if getattr(config, "lr_schedule", "constant") == "linear":
+        rates = ", ".join(f"{name}={getattr(config, name)}" for name in RATES if hasattr(config, name))
+        notes.append(f"The learning rate decays linearly to 0 over the run from {rates} (lr_schedule=linear; "
+                     f"lr_schedule=constant keeps it).")
+    if getattr(config, "clip_schedule", "constant") == "linear":
+        notes.append(f"clip_range decays linearly to 0 over the run from {config.clip_range} (clip_schedule=linear; "
+                     f"clip_schedule=constant keeps it).")
+    layers = getattr(config, "hidden_layers", None)
+    if layers is not None and is_image_space(observation_space) and parse_hidden_layers(layers):
+        notes.append(f"hidden_layers={layers} adds layers behind the Nature CNN's 512 units; Atari agents usually "
+                     f"have none (hidden_layers=none), or one for dueling heads.")
+    return notes
