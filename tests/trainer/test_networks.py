@@ -1,5 +1,7 @@
 """trainer.networks: layer sizes, MLPs and observation encoders (NoisyLinear is in test_dqn_family.py)."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -93,7 +95,7 @@ def test_image_observations_go_through_the_nature_cnn():
 
 def contiguous_nature_cnn(cnn, images: torch.Tensor) -> torch.Tensor:
     """The Nature CNN's layers run on (N, C, H, W) floats in torch's default layout: the reference."""
-    x = images.float() / 255.0
+    x = images.to(next(cnn.parameters()).dtype) / 255.0
     for layer in (*cnn.convolutions, *cnn.linear):
         x = layer(x)
     return x
@@ -112,11 +114,12 @@ def test_the_channels_last_cnn_on_a_cpu_gives_the_values_of_the_contiguous_one(s
         features = encoder(frames)
         torch.testing.assert_close(features, expected, rtol=1e-5, atol=1e-5)
         assert features.is_contiguous()
-        # and so do the gradients of the weights
+        # and so do the gradients of the weights, to float32's accuracy for sums of ~10^4 terms: measured against
+        # float64 (oneDNN's channels-last kernels for 3-channel input are ~6e-5 off on AVX512 CPUs, the default
+        # layout ~1e-6; a wrong layout or permutation would be off by ~1)
         encoder.zero_grad()
         features.square().sum().backward()
-        ours = [p.grad.clone() for p in encoder.parameters()]
-        encoder.zero_grad()
-        contiguous_nature_cnn(encoder.cnn, reference_input.contiguous()).square().sum().backward()
-        for mine, theirs in zip(ours, [p.grad for p in encoder.parameters()]):
-            torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-4)
+        exact_cnn = copy.deepcopy(encoder.cnn).double()
+        contiguous_nature_cnn(exact_cnn, reference_input.contiguous().double()).square().sum().backward()
+        for mine, exact in zip(encoder.cnn.parameters(), exact_cnn.parameters()):
+            assert ((mine.grad.double() - exact.grad).norm() / exact.grad.norm()).item() < 2e-4
