@@ -3,6 +3,8 @@
 #   make run   [HOST=127.0.0.1] [PORT=8000]   Redis, a Celery worker, beat and the web server, supervised (rlweb/devserver.py)
 #   make test  [PYTEST_ARGS="tests/web -x"]   the whole test suite
 #   make bench [BENCH_ARGS=...]               the benchmarks
+#   make vendor-plotly                        plotly.js's cartesian bundle into static/vendor/plotly (needs npm),
+#                                             at the plotly.js version of the installed plotly package
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -12,7 +14,7 @@ PORT ?= 8000
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: run test bench
+.PHONY: run test bench vendor-plotly
 
 run: $(VENV)/.installed
 	$(PY) -m rlweb.devserver --host $(HOST) --port $(PORT)
@@ -36,3 +38,16 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 $(VENV)/.installed-bench: pyproject.toml | $(PY)
 	$(PY) -m pip install -e '.[test,bench]'
 	@touch $@
+
+vendor-plotly: $(VENV)/.installed
+	@version=$$($(PY) -c 'import pathlib, plotly, re; \
+		head = (pathlib.Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text()[:200]; \
+		print(re.search(r"plotly.js v([0-9.]+)", head).group(1))') && \
+	work=$$(mktemp -d) && cd "$$work" && npm pack --silent plotly.js-cartesian-dist-min@$$version >/dev/null && \
+	tar xzf plotly.js-cartesian-dist-min-$$version.tgz && cd - >/dev/null && \
+	rm -f static/vendor/plotly/plotly-cartesian-*.min.js && \
+	cp "$$work/package/plotly-cartesian.min.js" static/vendor/plotly/plotly-cartesian-$$version.min.js && \
+	cp "$$work/package/LICENSE" static/vendor/plotly/LICENSE && rm -r "$$work" && \
+	sed -i "s|vendor/plotly/plotly-cartesian-[0-9.]*\.min\.js|vendor/plotly/plotly-cartesian-$$version.min.js|" \
+		templates/experiments/run_detail.html templates/experiments/compare.html && \
+	echo "static/vendor/plotly/plotly-cartesian-$$version.min.js"

@@ -2,6 +2,7 @@
 
     python -m benchmarks compare                         # 20 runs of 1,000,000 events each, opened 5 times
     python -m benchmarks compare --runs=5 --events=100000 --opens=3
+    python -m benchmarks compare --load-workers=10 --database-url=postgres://...   # under load, as dashboard's
 
 It starts `python -m rlweb.devserver` (its own Redis, SQLite in a temporary folder, worker, uvicorn) and
 works on that database from this process (benchmarks/dashboard.py's helpers). One run gets `--events`
@@ -28,7 +29,8 @@ from pathlib import Path
 
 import trainer
 
-from benchmarks.dashboard import CHROMIUM, fill, log_in, start_site, use_site_database
+from benchmarks.dashboard import (CHROMIUM, add_load_arguments, fill, finish_load, log_in, start_load, start_site,
+                                  use_site_database)
 
 USERNAME, PASSWORD = "bench", "a long benchmark password 3"
 BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -166,6 +168,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--events", type=int, default=1_000_000, help="events per run")
     parser.add_argument("--opens", type=int, default=5)
     parser.add_argument("--screenshot", type=Path, help="save the grouped page here")
+    add_load_arguments(parser)
     args = parser.parse_args(argv)
     if not Path(CHROMIUM).exists():
         raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
@@ -175,9 +178,9 @@ def main(argv: list[str]) -> None:
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="rlweb-bench-") as folder:
         var = Path(folder)
-        server = start_site(var, port)
+        server = start_site(var, port, args.database_url)
         try:
-            use_site_database(var)
+            use_site_database(var, args.database_url)
             from benchmarks.dashboard import make_run
             from django.contrib.auth import get_user_model
 
@@ -191,6 +194,7 @@ def main(argv: list[str]) -> None:
             runs = [source] + [copy_run(source, 0.001 * (1 + index % 4)) for index in range(1, args.runs)]
             print(f"copied it into {args.runs - 1} more runs in {time.perf_counter() - started:.0f} s")
             query = f"runs={','.join(str(run.pk) for run in runs)}"
+            load = start_load(args, var, seconds=30 + 2 * args.opens * (2 + args.runs / 4))
 
             from playwright.sync_api import sync_playwright
 
@@ -205,6 +209,7 @@ def main(argv: list[str]) -> None:
                 if args.screenshot:
                     page.screenshot(path=str(args.screenshot), full_page=True)
                 browser.close()
+            finish_load(load)
             print(f"{args.runs} runs x {3 * per_kind:,} events, page open until every chart is drawn:")
             report("  overlay, one colour per run", overlay)
             report("  grouped by learning rate, bootstrap band", grouped)

@@ -3,6 +3,8 @@
     python -m benchmarks dashboard                      # 1,000,000 events per metric, live at 100 events/s
     python -m benchmarks dashboard --events=100000 --live-seconds=10 --opens=3
     python -m benchmarks dashboard --var-dir=/tmp/rlweb-bench   # keeps the filled database for the next time
+    python -m benchmarks dashboard --load-workers=10 --database-url=postgres://postgres@127.0.0.1:5432/rlweb_bench
+        # on PostgreSQL (an empty database), while 10 workers report 100 events/s each (benchmarks/sink_load.py)
 
 It starts `python -m rlweb.devserver` (its own Redis, SQLite in a temporary folder, worker, uvicorn) and
 works on that database from this process:
@@ -58,9 +60,11 @@ def start_site(var: Path, port: int, database_url: str | None = None) -> subproc
             time.sleep(0.5)
 
 
-def use_site_database(var: Path) -> None:
+def use_site_database(var: Path, database_url: str | None = None) -> None:
     """Point this process's Django at the devserver's database, media and Redis."""
     os.environ["RLWEB_VAR_DIR"] = str(var)
+    if database_url:
+        os.environ["DATABASE_URL"] = database_url
     os.environ["REDIS_URL"] = f"unix://{var / 'redis.sock'}?db=0"
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # the ORM runs beside playwright's event loop, in one thread
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlweb.settings")
@@ -170,6 +174,32 @@ def live_latencies(page, run, url: str, seconds: float, rate: float) -> list[flo
     return [drawn[str(seq)] - at for seq, at in emitted.items()]
 
 
+def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--database-url", help="the site's database (default: SQLite in its folder); "
+                        "an empty PostgreSQL database, e.g. postgres://postgres@127.0.0.1:5432/rlweb_bench")
+    parser.add_argument("--load-workers", type=int, default=0,
+                        help="measure while this many workers report events into the site (benchmarks/sink_load.py)")
+    parser.add_argument("--load-rate", type=float, default=100.0, help="events/s per load worker")
+
+
+def start_load(args, var: Path, seconds: float):
+    """The background load `--load-workers` asks for, reporting for `seconds` into the site's database and Redis."""
+    if not args.load_workers:
+        return None
+    from benchmarks.sink_load import LoadWorkers
+
+    database_url = args.database_url or f"sqlite:///{var / 'db.sqlite3'}"
+    load = LoadWorkers(args.load_workers, args.load_rate, seconds, database_url, os.environ["REDIS_URL"])
+    load.start()
+    print(f"under load: {args.load_workers} workers report {args.load_rate:.0f} events/s each for {seconds:.0f} s")
+    return load
+
+
+def finish_load(load) -> None:
+    if load is not None:
+        print(f"the load: {load.summary(load.finish())}")
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
@@ -183,6 +213,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--rate", type=float, default=100.0, help="live events per second")
     parser.add_argument("--screenshot", type=Path, help="save the long run's page here")
     parser.add_argument("--var-dir", type=Path, help="keep the site's state here and reuse a long run filled before")
+    add_load_arguments(parser)
     args = parser.parse_args(argv)
     if not Path(CHROMIUM).exists():
         raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
@@ -196,9 +227,9 @@ def main(argv: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="rlweb-bench-") as folder:
         var = args.var_dir or Path(folder)
         var.mkdir(parents=True, exist_ok=True)
-        server = start_site(var, port)
+        server = start_site(var, port, args.database_url)
         try:
-            use_site_database(var)
+            use_site_database(var, args.database_url)
             from django.contrib.auth import get_user_model
 
             from rlweb.experiments.models import Run
@@ -213,6 +244,7 @@ def main(argv: list[str]) -> None:
                 seconds = fill(long_run, args.events)
                 print(f"stored in {seconds:.0f} s ({3 * args.events / seconds:,.0f} events/s with the summary)")
             live_run = make_run(user, "live", total_steps=10**9)
+            load = start_load(args, var, seconds=30 + 5 * args.opens + args.live_seconds)
 
             from playwright.sync_api import sync_playwright
 
@@ -235,6 +267,7 @@ def main(argv: list[str]) -> None:
                       f"max {max(latencies):.0f} ms")
                 context.close()
                 browser.close()
+            finish_load(load)
         finally:
             import signal
 

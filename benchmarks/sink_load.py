@@ -171,6 +171,49 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+class LoadWorkers:
+    """`count` worker processes, one running run each, reporting `rate` events/s for `seconds` into the database
+    at `database_url` and the Redis at `redis_url` (Django must be set up on that database in this process).
+    `start()` returns once every worker emits; `finish()` waits for them and returns their results."""
+
+    def __init__(self, count: int, rate: float, seconds: float, database_url: str, redis_url: str,
+                 profile: bool = False):
+        self.runs = make_runs(count)
+        self.folder = tempfile.TemporaryDirectory(prefix="rlweb-sink-load-")
+        self.outs = [Path(self.folder.name) / f"worker-{run.pk}.json" for run in self.runs]
+        self.processes = [subprocess.Popen(
+            [sys.executable, "-m", "benchmarks", "sink_load", "--worker", "--run", str(run.pk), "--rate", str(rate),
+             "--seconds", str(seconds), "--out", str(out), "--database-url", database_url, "--redis-url", redis_url]
+            + (["--profile"] if profile and number == 0 else []), cwd=REPO)
+            for number, (run, out) in enumerate(zip(self.runs, self.outs))]
+        self.rate = rate
+
+    def start(self) -> None:
+        while not all(out.with_suffix(".ready").exists() for out in self.outs):
+            if any(process.poll() is not None for process in self.processes):
+                raise SystemExit("a worker exited before it was ready")
+            time.sleep(0.1)
+        (Path(self.folder.name) / "start").write_text(str(time.time() + 1.0))
+        time.sleep(1.0)
+
+    def finish(self) -> list[dict]:
+        codes = [process.wait() for process in self.processes]
+        results = [json.loads(out.read_text()) for out in self.outs if out.exists()]
+        self.folder.cleanup()
+        if any(codes) or len(results) < len(self.runs):
+            raise SystemExit(f"workers failed: exit codes {codes}")
+        return results
+
+    def summary(self, results: list[dict]) -> str:
+        """One line: what the workers emitted, and their events' lag from emit to stored."""
+        emitted = sum(result["emitted"] for result in results)
+        window = max(result["seconds"] for result in results)
+        lags = [lag for result in results for lag in result["lags"]]
+        return (f"{len(results)} workers x {self.rate:.0f} events/s: emitted {emitted / window:.0f} events/s for "
+                f"{window:.0f} s; lag from emit to stored p50 {statistics.median(lags) * 1000:.0f} ms, "
+                f"p95 {percentile(lags, 0.95) * 1000:.0f} ms, max {max(lags) * 1000:.0f} ms")
+
+
 def main(argv: list[str]) -> None:
     if argv and argv[0] == "--worker":
         return worker_main(argv[1:])
@@ -192,33 +235,18 @@ def main(argv: list[str]) -> None:
     from rlweb.experiments.models import Event, MetricBucket
 
     call_command("migrate", verbosity=0)
-    runs = make_runs(args.workers)
+    load = LoadWorkers(args.workers, args.events_per_second, args.seconds, args.database_url, args.redis_url,
+                       profile=args.profile)
+    runs = load.runs
     client = redis_client()
     before = redis_figures(client, runs)
     sampler = RedisSampler(client, runs)
-    with tempfile.TemporaryDirectory(prefix="rlweb-sink-load-") as folder:
-        outs = [Path(folder) / f"worker-{run.pk}.json" for run in runs]
-        workers = [subprocess.Popen(
-            [sys.executable, "-m", "benchmarks", "sink_load", "--worker", "--run", str(run.pk),
-             "--rate", str(args.events_per_second), "--seconds", str(args.seconds),
-             "--out", str(out), "--database-url", args.database_url, "--redis-url", args.redis_url]
-            + (["--profile"] if args.profile and number == 0 else []), cwd=REPO)
-            for number, (run, out) in enumerate(zip(runs, outs))]
-        while not all(out.with_suffix(".ready").exists() for out in outs):
-            if any(worker.poll() is not None for worker in workers):
-                raise SystemExit("a worker exited before it was ready")
-            time.sleep(0.1)
-        start_at = time.time() + 1.0
-        (Path(folder) / "start").write_text(str(start_at))
-        time.sleep(1.0)
-        sampler.start()
-        codes = [worker.wait() for worker in workers]
-        sampler.stopped.set()
-        sampler.join()
-        results = [json.loads(out.read_text()) for out in outs if out.exists()]
+    load.start()
+    sampler.start()
+    results = load.finish()
+    sampler.stopped.set()
+    sampler.join()
     after = redis_figures(client, runs)
-    if any(codes) or len(results) < len(runs):
-        raise SystemExit(f"workers failed: exit codes {codes}")
 
     emitted = sum(result["emitted"] for result in results)
     window = max(result["seconds"] for result in results)

@@ -250,9 +250,11 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "rlweb.experiments.finders.PlotlyFinder",  # plotly.js from the installed plotly package, no CDN
 ]
 WHITENOISE_USE_FINDERS = True  # serve straight from the finders: no collectstatic needed for `make run`
+# plotly.js's cartesian bundle (static/vendor/plotly, `make vendor-plotly`; no CDN) has its version in its name:
+# browsers keep it (immutable, ten years) instead of asking again every minute; a new version is a new URL
+WHITENOISE_IMMUTABLE_FILE_TEST = r"/vendor/plotly/plotly-[a-z]+-\d+\.\d+\.\d+\.min\.js$"
 MEDIA_ROOT = VAR_DIR / "media"
 MEDIA_URL = "media/"  # never served directly: downloads go through views that check ownership
 S3_REDIRECT = env_bool("RLWEB_S3_REDIRECT", False)  # read by rlweb/experiments/files.py
