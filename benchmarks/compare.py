@@ -179,6 +179,7 @@ def main(argv: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="rlweb-bench-") as folder:
         var = Path(folder)
         server = start_site(var, port, args.database_url)
+        load = None
         try:
             use_site_database(var, args.database_url)
             from benchmarks.dashboard import make_run
@@ -214,5 +215,7 @@ def main(argv: list[str]) -> None:
             report("  overlay, one colour per run", overlay)
             report("  grouped by learning rate, bootstrap band", grouped)
         finally:
+            if load is not None:
+                load.stop()  # none left reporting after a failure
             server.terminate()
             server.wait(timeout=60)

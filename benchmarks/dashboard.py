@@ -228,6 +228,7 @@ def main(argv: list[str]) -> None:
         var = args.var_dir or Path(folder)
         var.mkdir(parents=True, exist_ok=True)
         server = start_site(var, port, args.database_url)
+        load = None
         try:
             use_site_database(var, args.database_url)
             from django.contrib.auth import get_user_model
@@ -269,6 +270,8 @@ def main(argv: list[str]) -> None:
                 browser.close()
             finish_load(load)
         finally:
+            if load is not None:
+                load.stop()  # none left reporting after a failure
             import signal
 
             server.send_signal(signal.SIGTERM)

@@ -204,6 +204,14 @@ class LoadWorkers:
             raise SystemExit(f"workers failed: exit codes {codes}")
         return results
 
+    def stop(self) -> None:
+        """Stop the workers at once (a benchmark that failed midway): none is left reporting."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        self.folder.cleanup()
+
     def summary(self, results: list[dict]) -> str:
         """One line: what the workers emitted, and their events' lag from emit to stored."""
         emitted = sum(result["emitted"] for result in results)

@@ -316,3 +316,41 @@ def delete_video_file(sender, instance: Video, **kwargs):
 def delete_checkpoint_file(sender, instance: Checkpoint, **kwargs):
     """The row and its file go together, also when a run or an experiment is deleted."""
     instance.file.delete(save=False)
+
+
+class CheckpointJob(models.Model):
+    """A small job on a checkpoint, asked for from the run page and done by a worker of the run's queue
+    (checkpoint_jobs.py): evaluate the saved policy for some episodes, or record a video of one episode."""
+
+    class Kind(models.TextChoices):
+        EVALUATE = "evaluate"
+        VIDEO = "video"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    episodes = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    result = models.JSONField(default=dict, blank=True, help_text="evaluate: mean, std, length_mean, returns; "
+                                                                   "video: episode_return, length")
+    video = models.ForeignKey(Video, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    error = models.TextField(blank=True)
+    worker_node = models.CharField(max_length=200, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self):
+        return f"{self.kind} of {self.checkpoint}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)

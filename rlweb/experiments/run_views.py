@@ -6,12 +6,15 @@ from __future__ import annotations
 import csv
 
 from asgiref.sync import sync_to_async
+from django.contrib import messages
 from django.core.handlers.asgi import ASGIRequest
 from django.http import JsonResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
 
-from rlweb.experiments import files, history, live, queues
-from rlweb.experiments.models import Checkpoint, Video
+from rlweb.experiments import checkpoint_jobs, files, history, live, queues
+from rlweb.experiments.checkpoint_jobs import CheckpointJobForm
+from rlweb.experiments.models import Checkpoint, CheckpointJob, Video
 from rlweb.experiments.views import owned_run, whole_number
 
 
@@ -20,7 +23,40 @@ def run_detail(request, run_id: int):
     return render(request, "experiments/run_detail.html", {
         "run": run, "experiment": run.experiment, "hyperparameters": sorted(run.experiment.hyperparameters.items()),
         "checkpoints": run.checkpoints.all(), "videos": history.video_list(run), "duration": duration_text(run),
-        "queue_place": queues.queue_places([run]).get(run.pk)})
+        "queue_place": queues.queue_places([run]).get(run.pk), "job_form": CheckpointJobForm(run),
+        **jobs_context(run)})
+
+
+def jobs_context(run) -> dict:
+    """The run's latest checkpoint jobs, for _checkpoint_jobs.html."""
+    jobs = list(CheckpointJob.objects.filter(checkpoint__run=run).select_related("checkpoint", "video")[:20])
+    return {"jobs": jobs, "jobs_unfinished": any(not job.is_finished for job in jobs)}
+
+
+@require_http_methods(["GET", "POST"])
+def run_jobs(request, run_id: int):
+    """The run's checkpoint jobs: GET, the list as HTML (the page refreshes it while one is unfinished); POST,
+    a new job from the "Act on a checkpoint" form. The page's script gets JSON (the errors by field, 400);
+    a plain form post gets a message and the run page back."""
+    run = owned_run(request, run_id)
+    if request.method == "GET":
+        return render(request, "experiments/_checkpoint_jobs.html", {"run": run, **jobs_context(run)})
+    form = CheckpointJobForm(run, request.POST)
+    if form.is_valid():
+        checkpoint_jobs.ask(form.cleaned_data["checkpoint"], form.cleaned_data["kind"],
+                            form.cleaned_data["episodes"] or 1)
+        answer, status = {}, 200
+    else:
+        answer, status = {"errors": {name if name != "__all__" else "": list(errors)
+                                     for name, errors in form.errors.items()}}, 400
+    if "application/json" in request.headers.get("Accept", ""):
+        return JsonResponse(answer, status=status)
+    if status == 200:
+        messages.success(request, "Asked: a worker of the run's queue does it; the result appears under Checkpoints.")
+    for name, errors in answer.get("errors", {}).items():
+        for message in errors:
+            messages.error(request, f"{name}: {message}".lstrip(": "))
+    return redirect(run.get_absolute_url() + "#checkpoint-jobs")
 
 
 def duration_text(run) -> str:

@@ -12,7 +12,7 @@ from celery.signals import worker_ready, worker_shutdown
 from django.utils import timezone
 
 from rlweb.celery import app
-from rlweb.experiments import lifecycle, workers
+from rlweb.experiments import checkpoint_jobs, lifecycle, workers
 
 PROCESS_STARTED = timezone.now()  # runs claimed before this belong to an earlier incarnation
 registration: workers.Registration | None = None  # this worker's registry entry, once it is ready
@@ -23,9 +23,15 @@ def train_run(self, run_id: int) -> str:
     return lifecycle.train(run_id, worker=self.request.hostname or "")
 
 
+@app.task(name=checkpoint_jobs.JOB_TASK, bind=True)
+def checkpoint_job(self, job_id: int) -> str:
+    return checkpoint_jobs.do(job_id, worker=self.request.hostname or "")
+
+
 @app.task(name="rlweb.mark_lost_runs")
 def mark_lost_runs() -> int:
-    """The periodic sweep (celery beat): lost runs, and runs whose sending failed."""
+    """The periodic sweep (celery beat): lost runs, runs whose sending failed, checkpoint jobs left running."""
+    checkpoint_jobs.fail_stale()
     return lifecycle.sweep()
 
 

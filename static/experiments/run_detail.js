@@ -325,6 +325,20 @@
     const list = document.getElementById("checkpoint-list");
     list.replaceChildren(...checkpoints.map((c) => checkpointItem(c.id, c.tag, c.step, c.url)));
     document.getElementById("checkpoint-empty").hidden = checkpoints.length > 0;
+    offerCheckpoints();
+  }
+
+  // The "Act on a checkpoint" form offers the checkpoints the list shows, newest first.
+  function offerCheckpoints() {
+    const form = document.getElementById("checkpoint-job-form");
+    const select = document.getElementById("id_checkpoint");
+    const chosen = select.value;
+    const items = [...document.querySelectorAll("#checkpoint-list li[data-checkpoint-id]")]
+      .sort((a, b) => Number(b.dataset.step) - Number(a.dataset.step));
+    select.replaceChildren(...items.map((item) => new Option(
+      `${item.querySelector("a").dataset.checkpointTag}, step ${item.dataset.step}`, item.dataset.checkpointId)));
+    if (items.some((item) => item.dataset.checkpointId === chosen)) select.value = chosen;
+    form.hidden = items.length === 0;
   }
 
   // A checkpoint saved while we watch: a new "best" or "final" replaces the one before.
@@ -337,6 +351,7 @@
     const url = page.dataset.downloadUrl.replace("/0/", `/${values.checkpoint_id}/`);
     list.append(checkpointItem(values.checkpoint_id, values.tag, values.step, url));
     document.getElementById("checkpoint-empty").hidden = true;
+    offerCheckpoints();
   }
 
   // A video recorded while we watch goes first: the gallery is newest first.
@@ -581,6 +596,51 @@
     });
   }
 
+  // --- jobs on checkpoints ---------------------------------------------------------------------------
+
+  // The form posts in the background; the job list is fetched again every 2 s while a job is unfinished.
+  function listenToJobForm() {
+    const form = document.getElementById("checkpoint-job-form");
+    const status = document.getElementById("checkpoint-job-status");
+    let polling = null;
+    async function refreshJobs() {
+      const response = await fetch(page.dataset.jobsUrl, {headers: {Accept: "text/html"}});
+      if (!response.ok) return;
+      const holder = document.createElement("div");
+      holder.innerHTML = await response.text();
+      const jobs = holder.querySelector("#checkpoint-jobs");
+      document.getElementById("checkpoint-jobs").replaceWith(jobs);
+      clearTimeout(polling);
+      polling = jobs.dataset.unfinished === "1" ? setTimeout(refreshJobs, 2000) : null;
+    }
+    function showErrors(errors) {
+      for (const [id, names] of [["checkpoint-job-errors", [""]],
+                                 ["checkpoint-job-field-errors", ["checkpoint", "kind", "episodes"]]]) {
+        const messages = names.flatMap((name) => (errors[name] || []).map((text) => name ? `${name}: ${text}` : text));
+        const list = document.getElementById(id);
+        list.replaceChildren(...messages.map((text) => Object.assign(document.createElement("li"), {textContent: text})));
+        list.hidden = !messages.length;
+      }
+    }
+    const episodes = document.getElementById("id_episodes");
+    const kind = document.getElementById("id_kind");
+    const showEpisodes = () => { episodes.disabled = kind.value !== "evaluate"; };
+    kind.addEventListener("change", showEpisodes);
+    showEpisodes();
+    form.addEventListener("submit", async (submit) => {
+      submit.preventDefault();
+      status.textContent = "sending…";
+      const response = await fetch(form.action, {method: "POST", body: new FormData(form),
+                                                 headers: {Accept: "application/json"}});
+      const answer = await response.json().catch(() => ({errors: {"": [`HTTP ${response.status}`]}}));
+      showErrors(answer.errors || {});
+      status.textContent = response.ok ? "asked: a worker of the run's queue does it" : "";
+      if (response.ok) refreshJobs();
+    });
+    if (document.getElementById("checkpoint-jobs").dataset.unfinished === "1") polling = setTimeout(refreshJobs, 2000);
+  }
+
   listenToChangeForm();
+  listenToJobForm();
   start();
 })();

@@ -1,0 +1,137 @@
+"""Small jobs on a checkpoint, asked for from the run page: evaluate the saved policy for N episodes, or
+record a video of one episode (rlib's `test()` and `save_videos()` in the source documents).
+
+    ask ──> queued ──claim──> running ──> succeeded | failed
+
+A job goes to the run's own queue, so a worker with the run's device does it (after the run it may be
+training). The claim is one conditional UPDATE: a second delivery does nothing. A job whose worker died
+fails after `STALE_AFTER` (the periodic sweep); a job that cannot be sent fails at once, saying so.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+import redis
+from django import forms
+from django.core.files import File
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+from kombu.exceptions import OperationalError as QueueUnreachable
+
+from rlweb.celery import app
+from rlweb.experiments.models import Checkpoint, CheckpointJob, Video
+
+logger = logging.getLogger(__name__)
+
+JOB_TASK = "rlweb.checkpoint_job"  # tasks.checkpoint_job; sent by name, as lifecycle sends the training task
+MAX_EPISODES = 100
+MAX_UNFINISHED_PER_RUN = 3  # a run page cannot fill its queue with jobs
+STALE_AFTER = timedelta(hours=1)  # a running job this old lost its worker
+Status = CheckpointJob.Status
+
+
+class CheckpointJobForm(forms.Form):
+    """What the run page's "Act on a checkpoint" form asks: which checkpoint of this run, what to do, how long."""
+
+    checkpoint = forms.ModelChoiceField(queryset=Checkpoint.objects.none(), empty_label=None,
+                                        error_messages={"invalid_choice": "Choose one of this run's checkpoints."})
+    kind = forms.ChoiceField(choices=[(CheckpointJob.Kind.EVALUATE, "Evaluate"),
+                                      (CheckpointJob.Kind.VIDEO, "Record a video of one episode")])
+    episodes = forms.IntegerField(min_value=1, max_value=MAX_EPISODES, initial=10, required=False,
+                                  help_text=f"evaluation episodes, 1 to {MAX_EPISODES}")
+
+    def __init__(self, run, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.run = run
+        self.fields["checkpoint"].queryset = run.checkpoints.order_by("-step", "-id")
+        self.fields["checkpoint"].label_from_instance = lambda checkpoint: f"{checkpoint.tag}, step {checkpoint.step}"
+
+    def clean(self):
+        data = super().clean()
+        if data.get("kind") == CheckpointJob.Kind.EVALUATE and not data.get("episodes") and "episodes" not in self.errors:
+            self.add_error("episodes", f"How many episodes: 1 to {MAX_EPISODES}.")
+        if unfinished(self.run) >= MAX_UNFINISHED_PER_RUN:
+            raise forms.ValidationError(f"This run has {MAX_UNFINISHED_PER_RUN} jobs waiting or running already: "
+                                        "ask again once one is done.")
+        return data
+
+
+def unfinished(run) -> int:
+    return CheckpointJob.objects.filter(checkpoint__run=run, status__in=[Status.QUEUED, Status.RUNNING]).count()
+
+
+def ask(checkpoint: Checkpoint, kind: str, episodes: int) -> CheckpointJob:
+    """A new job on `checkpoint`, sent to its run's queue once the surrounding transaction commits."""
+    job = CheckpointJob.objects.create(checkpoint=checkpoint, kind=kind,
+                                       episodes=episodes if kind == CheckpointJob.Kind.EVALUATE else 1)
+    queue = checkpoint.run.experiment.queue_name
+    transaction.on_commit(lambda: send(job.pk, queue))
+    return job
+
+
+def send(job_id: int, queue: str) -> bool:
+    try:
+        app.send_task(JOB_TASK, args=[job_id], queue=queue)
+    except (redis.RedisError, QueueUnreachable, OSError) as error:
+        logger.warning("checkpoint job %s: cannot reach the task queue (%s)", job_id, error)
+        finish(job_id, Status.FAILED, error=f"The task queue cannot be reached ({error}): ask again later.")
+        return False
+    return True
+
+
+def do(job_id: int, worker: str = "") -> str:
+    """The worker's side: claim the job, do it, record the result. Returns the job's status."""
+    claimed = CheckpointJob.objects.filter(pk=job_id, status=Status.QUEUED).update(
+        status=Status.RUNNING, started_at=timezone.now(), worker_node=worker)
+    if not claimed:
+        logger.info("checkpoint job %s is not queued any more: skipping", job_id)
+        return "skipped"
+    job = CheckpointJob.objects.select_related("checkpoint__run__experiment").get(pk=job_id)
+    try:
+        agent = job.checkpoint.load_agent(device=job.checkpoint.run.experiment.torch_device)
+        if job.kind == CheckpointJob.Kind.EVALUATE:
+            result = agent.evaluate(episodes=job.episodes)
+            return finish(job_id, Status.SUCCEEDED, result={key: result[key] for key in
+                                                            ("mean", "std", "length_mean", "returns")})
+        video, result = record_video(job, agent)
+        return finish(job_id, Status.SUCCEEDED, video=video, result=result)
+    except Exception as error:  # anything the checkpoint, the env or the storage raises ends the job, said plainly
+        logger.exception("checkpoint job %s failed", job_id)
+        return finish(job_id, Status.FAILED, error=f"{type(error).__name__}: {error}")
+
+
+def record_video(job: CheckpointJob, agent) -> tuple[Video, dict]:
+    """One greedy episode of the checkpoint's policy as an mp4 in storage, shown with the run's videos."""
+    from trainer.video import record_episode, video_env
+
+    env = video_env(agent.env_id)  # CannotRender says why an environment has no pictures
+    try:
+        with tempfile.TemporaryDirectory(prefix="rlweb-job-") as folder:
+            recorded = record_episode(agent, env, Path(folder) / "episode.mp4", seed=agent.seed + 3_000_017)
+            checkpoint = job.checkpoint
+            video = Video(run=checkpoint.run, step=checkpoint.step, episode_return=recorded["episode_return"])
+            with open(recorded["path"], "rb") as file:
+                video.file.save(f"checkpoint_{checkpoint.pk}_job_{job.pk}.mp4", File(file), save=False)
+            video.save()
+    finally:
+        env.close()
+    return video, {"episode_return": recorded["episode_return"], "length": recorded["length"]}
+
+
+def finish(job_id: int, status: str, **fields) -> str:
+    try:
+        CheckpointJob.objects.filter(pk=job_id).update(status=status, finished_at=timezone.now(), **fields)
+    except DatabaseError:
+        logger.exception("checkpoint job %s: cannot record its end (%s)", job_id, status)
+    return status
+
+
+def fail_stale() -> int:
+    """Running jobs whose worker has not finished them in `STALE_AFTER` fail (the sweep); returns how many."""
+    return CheckpointJob.objects.filter(status=Status.RUNNING, started_at__lt=timezone.now() - STALE_AFTER).update(
+        status=Status.FAILED, finished_at=timezone.now(),
+        error=f"The worker did not finish it within {STALE_AFTER.total_seconds() / 60:.0f} minutes: ask again.")

@@ -1,0 +1,178 @@
+"""Jobs on a checkpoint from the run page (rlweb/experiments/checkpoint_jobs.py): evaluate it for N episodes or
+record a video of it, sent to the run's own queue and done by the real task function; the result shows on the
+page. Bad input is refused next to its field with nothing queued; strangers get a 404."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from datetime import timedelta
+
+import pytest
+from django.core.files.base import ContentFile
+from django.urls import reverse
+from django.utils import timezone
+
+from rlweb.experiments import checkpoint_jobs
+from rlweb.experiments.models import Checkpoint, CheckpointJob, Run, Video
+from rlweb.experiments.tasks import checkpoint_job, train_run
+
+JSON = {"HTTP_ACCEPT": "application/json"}
+
+
+def queued_jobs(live_redis, queue: str) -> list[int]:
+    """The job ids of the checkpoint-job messages waiting in `queue`."""
+    messages = [json.loads(raw) for raw in live_redis.lrange(queue, 0, -1)]
+    return [json.loads(base64.b64decode(message["body"]))[0][0] for message in messages
+            if message["headers"]["task"] == checkpoint_jobs.JOB_TASK]
+
+
+def ask(client, run: Run, commit, **data):
+    with commit(execute=True):
+        return client.post(reverse("run-jobs", args=[run.pk]), data, **JSON)
+
+
+@pytest.fixture
+def final(trained_run) -> Checkpoint:
+    return Checkpoint.objects.get(run=trained_run, tag="final")
+
+
+def test_evaluating_a_checkpoint_gives_the_return_its_policy_gets_and_shows_it_on_the_run_page(
+        owner_client, trained_run, final, live_redis, django_capture_on_commit_callbacks):
+    response = ask(owner_client, trained_run, django_capture_on_commit_callbacks, checkpoint=final.pk,
+                   kind="evaluate", episodes="5")
+    assert response.status_code == 200, response.content
+    job = CheckpointJob.objects.get()
+    assert (job.checkpoint, job.kind, job.episodes, job.status) == (final, "evaluate", 5, "queued")
+    assert queued_jobs(live_redis, "cpu") == [job.pk]  # the run's queue
+    fragment = owner_client.get(reverse("run-jobs", args=[trained_run.pk])).content.decode()
+    assert 'data-unfinished="1"' in fragment and "waits for a worker of queue <code>cpu</code>" in fragment
+
+    assert checkpoint_job(job.pk) == "succeeded"
+    job.refresh_from_db()
+    expected = final.load_agent().evaluate(episodes=5)  # the same seed: the same episodes
+    assert job.result["returns"] == expected["returns"] and len(job.result["returns"]) == 5
+    assert job.result["mean"] == pytest.approx(expected["mean"]) and job.finished_at >= job.started_at
+    page = owner_client.get(reverse("run-detail", args=[trained_run.pk])).content.decode()
+    assert f"return {expected['mean']:.2f} ± {expected['std']:.2f}" in page
+    assert 'data-unfinished="0"' in page
+    assert checkpoint_job(job.pk) == "skipped"  # a second delivery does nothing
+
+
+def test_a_video_of_a_checkpoint_is_stored_with_the_runs_videos_and_plays_from_the_page(
+        owner_client, trained_run, final, django_capture_on_commit_callbacks):
+    assert ask(owner_client, trained_run, django_capture_on_commit_callbacks, checkpoint=final.pk,
+               kind="video").status_code == 200
+    job = CheckpointJob.objects.get()
+    assert job.episodes == 1
+    assert checkpoint_job(job.pk) == "succeeded"
+    job.refresh_from_db()
+    video = Video.objects.get(pk=job.video_id)
+    assert (video.run, video.step, video.episode_return) == (trained_run, final.step, job.result["episode_return"])
+    assert job.result["length"] > 0
+    content = b"".join(owner_client.get(reverse("video-file", args=[video.pk])).streaming_content)
+    assert content[4:8] == b"ftyp"
+    page = owner_client.get(reverse("run-detail", args=[trained_run.pk])).content.decode()
+    assert f'src="{reverse("video-file", args=[video.pk])}"' in page
+
+
+def test_a_job_goes_to_the_named_queue_of_its_run(owner_client, make_experiment, settings, live_redis,
+                                                  django_capture_on_commit_callbacks):
+    settings.NAMED_QUEUES = ["host-a"]
+    experiment = make_experiment(device="host-a")
+    run = Run.objects.create(experiment=experiment, seed=0, total_steps=experiment.total_steps, task_id="t-host-a")
+    checkpoint = Checkpoint.objects.create(run=run, tag="periodic", step=100, file="checkpoints/x.zip")
+    assert ask(owner_client, run, django_capture_on_commit_callbacks, checkpoint=checkpoint.pk,
+               kind="evaluate", episodes="1").status_code == 200
+    assert queued_jobs(live_redis, "host-a") == [CheckpointJob.objects.get().pk]
+    assert queued_jobs(live_redis, "cpu") == []
+
+
+@pytest.mark.parametrize("data, field, message", [
+    (dict(kind="evaluate", episodes="0"), "episodes", "Ensure this value is greater than or equal to 1."),
+    (dict(kind="evaluate", episodes="101"), "episodes", "Ensure this value is less than or equal to 100."),
+    (dict(kind="evaluate", episodes="ten"), "episodes", "Enter a whole number."),
+    (dict(kind="evaluate", episodes=""), "episodes", "How many episodes: 1 to 100."),
+    (dict(kind="train", episodes="3"), "kind", "Select a valid choice. train is not one of the available choices."),
+    (dict(checkpoint="other", kind="video"), "checkpoint", "Choose one of this run's checkpoints."),
+    (dict(checkpoint="999999", kind="video"), "checkpoint", "Choose one of this run's checkpoints."),
+])
+def test_bad_input_is_refused_next_to_its_field_and_nothing_is_queued(
+        owner_client, trained_run, final, make_experiment, live_redis, django_capture_on_commit_callbacks,
+        data, field, message):
+    other_run = Run.objects.create(experiment=make_experiment(name="other"), seed=0, total_steps=1, task_id="o")
+    other = Checkpoint.objects.create(run=other_run, tag="final", step=1, file="checkpoints/other.zip")
+    data = {"checkpoint": str(final.pk), **data}
+    if data["checkpoint"] == "other":
+        data["checkpoint"] = str(other.pk)  # the owner's, but another run's
+    response = ask(owner_client, trained_run, django_capture_on_commit_callbacks, **data)
+    assert response.status_code == 400
+    assert response.json() == {"errors": {field: [message]}}
+    assert not CheckpointJob.objects.exists() and queued_jobs(live_redis, "cpu") == []
+
+
+def test_a_run_takes_three_unfinished_jobs_at_a_time(owner_client, trained_run, final,
+                                                     django_capture_on_commit_callbacks):
+    for _ in range(checkpoint_jobs.MAX_UNFINISHED_PER_RUN):
+        assert ask(owner_client, trained_run, django_capture_on_commit_callbacks, checkpoint=final.pk,
+                   kind="evaluate", episodes="1").status_code == 200
+    refused = ask(owner_client, trained_run, django_capture_on_commit_callbacks, checkpoint=final.pk, kind="video")
+    assert refused.status_code == 400 and "3 jobs waiting or running already" in refused.json()["errors"][""][0]
+    assert checkpoint_job(CheckpointJob.objects.last().pk) == "succeeded"  # one done: room for another
+    assert ask(owner_client, trained_run, django_capture_on_commit_callbacks, checkpoint=final.pk,
+               kind="video").status_code == 200
+
+
+def test_a_stranger_can_neither_ask_nor_see_jobs(stranger_client, trained_run, final,
+                                                 django_capture_on_commit_callbacks):
+    assert ask(stranger_client, trained_run, django_capture_on_commit_callbacks, checkpoint=final.pk,
+               kind="video").status_code == 404
+    assert stranger_client.get(reverse("run-jobs", args=[trained_run.pk])).status_code == 404
+    assert not CheckpointJob.objects.exists()
+
+
+def test_a_plain_form_post_gets_the_run_page_back_with_a_message(owner_client, trained_run, final,
+                                                                 django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = owner_client.post(reverse("run-jobs", args=[trained_run.pk]),
+                                     {"checkpoint": final.pk, "kind": "evaluate", "episodes": "2"}, follow=True)
+    assert response.redirect_chain[-1][0] == reverse("run-detail", args=[trained_run.pk]) + "#checkpoint-jobs"
+    assert "Asked: a worker of the run&#x27;s queue does it" in response.content.decode()
+    response = owner_client.post(reverse("run-jobs", args=[trained_run.pk]), {"kind": "evaluate"}, follow=True)
+    assert "checkpoint: This field is required." in response.content.decode()
+
+
+def test_a_checkpoint_that_cannot_be_read_fails_its_job_with_the_reason(owner_client, trained_run, final,
+                                                                        django_capture_on_commit_callbacks):
+    final.file.storage.delete(final.file.name)
+    final.file.storage.save(final.file.name, ContentFile(b"not a zip file"))
+    ask(owner_client, trained_run, django_capture_on_commit_callbacks, checkpoint=final.pk, kind="evaluate",
+        episodes="1")
+    job = CheckpointJob.objects.get()
+    assert checkpoint_job(job.pk) == "failed"
+    job.refresh_from_db()
+    assert job.status == "failed" and "zip" in job.error.lower() and job.finished_at
+    page = owner_client.get(reverse("run-detail", args=[trained_run.pk])).content.decode()
+    assert '<span class="job-error">' in page
+
+
+def test_a_job_left_running_by_a_dead_worker_fails_after_an_hour(trained_run, final):
+    job = CheckpointJob.objects.create(checkpoint=final, kind="evaluate", episodes=1, status="running",
+                                       started_at=timezone.now() - timedelta(minutes=61))
+    recent = CheckpointJob.objects.create(checkpoint=final, kind="video", status="running",
+                                          started_at=timezone.now() - timedelta(minutes=5))
+    assert checkpoint_jobs.fail_stale() == 1
+    job.refresh_from_db()
+    recent.refresh_from_db()
+    assert job.status == "failed" and "within 60 minutes" in job.error and recent.status == "running"
+
+
+def test_the_page_offers_the_form_only_once_the_run_has_checkpoints(owner_client, queued_run, make_experiment):
+    page = owner_client.get(reverse("run-detail", args=[queued_run.pk])).content.decode()
+    assert 'id="checkpoint-job-form" class="checkpoint-job-form" novalidate hidden' in page
+    assert train_run(queued_run.pk) == "succeeded"
+    page = owner_client.get(reverse("run-detail", args=[queued_run.pk])).content.decode()
+    assert 'id="checkpoint-job-form" class="checkpoint-job-form" novalidate>' in page
+    final = Checkpoint.objects.get(run=queued_run, tag="final")
+    assert re.search(rf'<option value="{final.pk}"( selected)?>final, step {final.step}</option>', page)
