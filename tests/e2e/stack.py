@@ -109,6 +109,19 @@ def sign_up(page, url: str, username: str, password: str) -> None:
     page.wait_for_url(url + "/")
 
 
+def launch_experiment(page, url: str, name: str, fields: dict) -> None:
+    """Fill in the new-experiment form (`fields`: form field -> value, on the CPU), launch it and open its run."""
+    page.goto(url + "/experiments/new/")
+    page.fill("#id_name", name)
+    for field, value in fields.items():
+        page.fill(f"#id_{field}", value)
+    page.select_option("#id_device", "cpu")
+    page.click("text=Create and launch")
+    page.wait_for_selector("#run-table")
+    page.click("#run-table a[data-run-id]")
+    page.wait_for_selector("#run-status")
+
+
 @pytest.fixture(scope="module")
 def site_stack(tmp_path_factory):
     """A fresh rlweb for one test module, as a Site (url, var folder, env, `orm`)."""

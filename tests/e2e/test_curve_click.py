@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.e2e.stack import SCREENSHOTS, sign_up
+from tests.e2e.stack import SCREENSHOTS, launch_experiment, sign_up
 
 pytestmark = pytest.mark.e2e
 
@@ -29,15 +29,7 @@ def test_clicking_a_point_plays_the_nearest_video_and_highlights_the_nearest_che
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     sign_up(page, site, USERNAME, PASSWORD)
-    page.goto(site + "/experiments/new/")
-    page.fill("#id_name", "Click a curve")
-    for name, value in TRAINING.items():
-        page.fill(f"#id_{name}", value)
-    page.select_option("#id_device", "cpu")
-    page.click("text=Create and launch")
-    page.wait_for_selector("#run-table")
-    page.click("#run-table a[data-run-id]")
-    page.wait_for_selector("#run-status")
+    launch_experiment(page, site, "Click a curve", TRAINING)
     page.wait_for_function("document.getElementById('run-status').textContent.trim() === 'succeeded'",
                            timeout=240_000)
     page.reload()  # the stored history, with every video and checkpoint

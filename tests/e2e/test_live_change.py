@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.stack import SCREENSHOTS, sign_up
+from tests.e2e.stack import SCREENSHOTS, launch_experiment, sign_up
 
 pytestmark = pytest.mark.e2e
 
@@ -30,14 +30,7 @@ def test_the_learning_rate_of_a_running_run_changes_from_its_page(site, browser)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     sign_up(page, site, USERNAME, PASSWORD)
-    page.goto(site + "/experiments/new/")
-    page.fill("#id_name", "Live change")
-    for name, value in TRAINING.items():
-        page.fill(f"#id_{name}", value)
-    page.select_option("#id_device", "cpu")
-    page.click("text=Create and launch")
-    page.wait_for_selector("#run-table")
-    page.click("#run-table a[data-run-id]")
+    launch_experiment(page, site, "Live change", TRAINING)
     page.wait_for_selector("#live-change-form", timeout=120_000)
     page.wait_for_function("document.getElementById('run-status').textContent === 'running'", timeout=180_000)
     page.wait_for_function(f"(({RETURNS} || {{}}).data || []).length > 0", timeout=180_000)

@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-from tests.e2e.stack import SCREENSHOTS, sign_up
+from tests.e2e.stack import SCREENSHOTS, launch_experiment, sign_up
 
 pytestmark = pytest.mark.e2e
 
@@ -39,14 +39,7 @@ def points(chart: str) -> str:
 
 def launch(page, site_url: str) -> None:
     sign_up(page, site_url, USERNAME, PASSWORD)
-    page.goto(site_url + "/experiments/new/")
-    page.fill("#id_name", "Run page in the browser")
-    for name, value in TRAINING.items():
-        page.fill(f"#id_{name}", value)
-    page.select_option("#id_device", "cpu")
-    page.click("text=Create and launch")
-    page.wait_for_selector("#run-table")
-    page.click("#run-table a[data-run-id]")
+    launch_experiment(page, site_url, "Run page in the browser", TRAINING)
     page.wait_for_selector("#charts")
 
 

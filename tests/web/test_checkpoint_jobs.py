@@ -55,7 +55,7 @@ def test_evaluating_a_checkpoint_gives_the_return_its_policy_gets_and_shows_it_o
     assert job.result["returns"] == expected["returns"] and len(job.result["returns"]) == 5
     assert job.result["mean"] == pytest.approx(expected["mean"]) and job.finished_at >= job.started_at
     page = owner_client.get(reverse("run-detail", args=[trained_run.pk])).content.decode()
-    assert f"return {expected['mean']:.2f} ± {expected['std']:.2f}" in page
+    assert f"return <strong>{expected['mean']:.2f} ± {expected['std']:.2f}</strong>" in page
     assert 'data-unfinished="0"' in page
     assert checkpoint_job(job.pk) == "skipped"  # a second delivery does nothing
 
