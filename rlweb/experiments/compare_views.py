@@ -8,11 +8,12 @@ import itertools
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.core.handlers.asgi import ASGIRequest
 from django.http import JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from rlweb.experiments import compare
+from rlweb.experiments import compare, live
 from rlweb.experiments.models import Experiment
 from rlweb.experiments.run_views import Echo, spreadsheet_safe
 
@@ -40,6 +41,7 @@ def compare_page(request):
         "groupings": compare.grouping_choices(runs), "bands": compare.BANDS, "max_runs": compare.MAX_RUNS,
         "columns": [(run, compare_url([pk for pk in run_ids if pk != run.pk], request.GET)) for run in runs],
         "data_url": compare_url(run_ids, request.GET, view="compare-data"),
+        "stream_url": compare_url(run_ids, {}, view="compare-stream"),
         "candidates": compare.runs_visible_to(request.user).exclude(pk__in=run_ids).order_by("-pk")[:CANDIDATES]})
 
 
@@ -74,6 +76,20 @@ def compare_data(request):
     except compare.SelectionError as error:
         return JsonResponse({"error": str(error)}, status=400)
     return JsonResponse({"left_out": left_out, **compare.comparison(runs, options)})
+
+
+def compare_stream(request):
+    """Server-sent events saying when any of the selected runs reports (live.watch_async): the page then fetches
+    compare-data again, instead of asking every few seconds."""
+    try:
+        runs, _, _ = selection(request)
+    except compare.SelectionError as error:
+        return JsonResponse({"error": str(error)}, status=400)
+    watch = live.watch_async if isinstance(request, ASGIRequest) else live.watch
+    response = StreamingHttpResponse(watch([run.pk for run in runs]), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx: pass each message on at once
+    return response
 
 
 def compare_export(request, file_format: str):

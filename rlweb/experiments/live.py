@@ -35,7 +35,7 @@ from redis.retry import Retry
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.files import File
-from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db import DatabaseError, close_old_connections, connection, models, transaction
 from django.utils import timezone
 from trainer.events import LIFECYCLE_KINDS, Sink
 
@@ -538,5 +538,87 @@ async def follow_async(run_id: int, last_seq: int):
                 return
             if not records:
                 yield HEARTBEAT_MESSAGE
+    finally:
+        await client.aclose()
+
+
+# --- watching several runs: the compare page ------------------------------------------------------------
+
+def unfinished_positions(run_ids: list[int]) -> dict[int, int]:
+    """Each run of `run_ids` that has not finished, with the last seq the database holds (0: none yet)."""
+    unfinished = Run.objects.filter(pk__in=run_ids).exclude(status__in=Run.FINISHED).values_list("pk", flat=True)
+    positions = dict.fromkeys(unfinished, 0)
+    stored = (Event.objects.filter(run_id__in=positions).values("run_id").annotate(last=models.Max("seq"))
+              .values_list("run_id", "last"))
+    positions.update(stored)
+    return positions
+
+
+class Watch:
+    """Where a watch of several runs stands (`watch` and `watch_async`): each unfinished run's last seen seq."""
+
+    def __init__(self, positions: dict[int, int]):
+        self.positions = positions
+        self.runs_by_key = {stream_key(run_id): run_id for run_id in positions}
+
+    def streams(self) -> dict[str, str]:
+        return {stream_key(run_id): f"{seq}-0" for run_id, seq in self.positions.items()}
+
+    def step(self, reply, unfinished: dict[int, int] | None) -> str:
+        """The message for an XREAD reply (`unfinished`: the runs still unfinished, read when it was empty),
+        after which the runs that ended are no longer watched."""
+        changed, ended = {}, set()
+        for key, entries in reply or []:
+            run_id = self.runs_by_key[key]
+            for record in stream_records([(key, entries)]):
+                changed[run_id] = max(changed.get(run_id, 0), record["seq"])
+                if record["kind"] in TERMINAL_KINDS:
+                    ended.add(run_id)
+        if unfinished is not None:
+            ended = set(self.positions) - set(unfinished)
+        self.positions.update({run_id: seq for run_id, seq in changed.items() if seq > self.positions[run_id]})
+        for run_id in ended:
+            self.positions.pop(run_id)
+        if not (changed or ended):
+            return HEARTBEAT_MESSAGE
+        return f"event: runs\ndata: {json.dumps({'changed': changed, 'ended': sorted(ended)})}\n\n"
+
+
+def watch(run_ids: list[int]):
+    """SSE for a page that shows several runs (the compare page), over one connection (WSGI: a sync generator):
+    a `runs` message each time some of the unfinished ones report events (`changed`: run -> its latest seq) or
+    end (`ended`), from the events the database holds on; `end` once none is left. The page fetches what it
+    draws itself; this only says when. A run that ends without a final event (lost, cancelled while queued)
+    is noticed when the streams are quiet for `settings.SSE_HEARTBEAT_SECONDS`."""
+    client = redis_client()
+    heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
+    yield RETRY_MESSAGE
+    runs = Watch(unfinished_positions(run_ids))
+    while runs.positions:
+        try:
+            reply = client.xread(runs.streams(), count=READ_COUNT, block=int(heartbeat_seconds * 1000))
+        except redis.RedisError:
+            reply = None
+            time.sleep(heartbeat_seconds)
+        yield runs.step(reply, None if reply else unfinished_positions(list(runs.positions)))
+    yield end_message("finished")
+
+
+async def watch_async(run_ids: list[int]):
+    """The same messages as `watch`, for ASGI: an async generator over redis.asyncio."""
+    client = redis.asyncio.Redis.from_url(settings.REDIS_URL, decode_responses=True)
+    heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
+    try:
+        yield RETRY_MESSAGE
+        runs = Watch(await read_database(unfinished_positions, run_ids))
+        while runs.positions:
+            try:
+                reply = await client.xread(runs.streams(), count=READ_COUNT, block=int(heartbeat_seconds * 1000))
+            except redis.RedisError:
+                reply = None
+                await asyncio.sleep(heartbeat_seconds)
+            unfinished = None if reply else await read_database(unfinished_positions, list(runs.positions))
+            yield runs.step(reply, unfinished)
+        yield end_message("finished")
     finally:
         await client.aclose()

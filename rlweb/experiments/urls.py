@@ -26,6 +26,7 @@ urlpatterns = [
     path("workers/", worker_views.worker_list, name="worker-list"),
     path("compare/", compare_views.compare_page, name="compare"),
     path("compare/data.json", compare_views.compare_data, name="compare-data"),
+    path("compare/stream", compare_views.compare_stream, name="compare-stream"),
     path("compare/export.csv", compare_views.compare_export, {"file_format": "csv"}, name="compare-export-csv"),
     path("compare/export.json", compare_views.compare_export, {"file_format": "json"}, name="compare-export-json"),
     path("checkpoints/<int:checkpoint_id>/download/", run_views.checkpoint_download, name="checkpoint-download"),

@@ -19,7 +19,7 @@
   const statusLine = document.getElementById("compare-status");
   const chartList = document.getElementById("compare-charts");
   const liveIndicator = document.getElementById("live-indicator");
-  const pollMilliseconds = 5000;
+  const retryMilliseconds = 5000;  // after a failed request
   const rawLinesUpTo = 8;  // with more runs, faint raw lines behind the smoothed ones are only clutter
   const palette = [  // Tableau 20, then golden-angle hues
     [31, 119, 180], [255, 127, 14], [44, 160, 44], [214, 39, 40], [148, 103, 189], [140, 86, 75],
@@ -29,7 +29,9 @@
 
   let data = null;
   let request = 0;  // a newer request makes an older answer stale
-  let pollTimer = null;
+  let pollTimer = null;  // a retry after a failed request, or the next fetch the live stream asked for
+  let liveSource = null;  // one push stream for all the runs shown: it says when any of them reports
+  let lastFetchMilliseconds = 0;
   let videoSignature = "";
   const hidden = new Set();  // legend entries switched off
 
@@ -73,11 +75,14 @@
   // The first request is the one the page preloads (while plotly.js is parsed); later ones follow the options.
   async function load() {
     clearTimeout(pollTimer);
+    pollTimer = null;
     const mine = ++request;
     const url = mine === 1 ? page.dataset.firstUrl : `${page.dataset.dataUrl}?${serverQuery()}`;
+    const fetchStart = performance.now();
     let response;
     try {
       response = await fetch(url);
+      lastFetchMilliseconds = performance.now() - fetchStart;
     } catch (error) {
       if (mine === request) retryLater("The server did not answer; trying again.");
       return;
@@ -102,12 +107,28 @@
     }
     const active = data.runs.some((run) => run.active);
     liveIndicator.hidden = !active;
-    if (active) pollTimer = setTimeout(load, pollMilliseconds);
+    if (active) followLiveRuns();
   }
 
   function retryLater(message) {
     statusLine.textContent = message;
-    pollTimer = setTimeout(load, pollMilliseconds);
+    pollTimer = setTimeout(load, retryMilliseconds);
+  }
+
+  // While runs are live, one push stream says when any of them reports; the data is fetched again then, at
+  // most once a second (or every two fetch times, when the server takes long to answer), never while quiet.
+  function followLiveRuns() {
+    if (liveSource) return;
+    liveSource = new EventSource(page.dataset.streamUrl);
+    const fetchSoon = () => {
+      if (pollTimer === null) pollTimer = setTimeout(load, Math.max(1000, 2 * lastFetchMilliseconds));
+    };
+    liveSource.addEventListener("runs", fetchSoon);
+    liveSource.addEventListener("end", () => {
+      liveSource.close();
+      liveSource = null;
+      fetchSoon();  // the last points and the final numbers
+    });
   }
 
   // --- charts -----------------------------------------------------------------------------------------------
@@ -320,7 +341,7 @@
 
   function drawVideos() {
     const signature = JSON.stringify([data.videos, data.options.group]);
-    if (signature === videoSignature) return;  // a poll with nothing new must not restart playing videos
+    if (signature === videoSignature) return;  // a fetch with nothing new must not restart playing videos
     videoSignature = signature;
     const stepSelect = document.getElementById("video-step");
     const steps = [...new Set(Object.values(data.videos).flat().map((video) => video.step))].sort((a, b) => a - b);
