@@ -1,4 +1,4 @@
-"""Command line: `python -m trainer list | train | eval`."""
+"""Command line: `python -m trainer list | train | eval | presets | sweep`."""
 
 from __future__ import annotations
 
@@ -49,9 +49,32 @@ def main(argv: list[str] | None = None) -> int:
     evaluate.add_argument("--seed", type=int, default=None)
     evaluate.add_argument("--device", default="auto")
 
+    sweep = commands.add_parser("sweep", help="search hyperparameters with Optuna; prints every trial and the best",
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="--param NAME=LOW:HIGH (a range), NAME=LOW:HIGH:log (on a log scale), "
+                                       "'NAME=A|B|C' (choices, quoted in a shell) or NAME=VALUE (fixed); `list --params ALGO` names them")
+    sweep.add_argument("algorithm")
+    sweep.add_argument("env_id")
+    sweep.add_argument("--param", action="append", default=[], metavar="NAME=SPACE", help="a hyperparameter to search")
+    sweep.add_argument("--total-steps", type=int, required=True, help="env steps per trial (per seed)")
+    sweep.add_argument("--eval-interval", type=int, required=True, help="env steps between the evaluations")
+    sweep.add_argument("--eval-episodes", type=int, default=5)
+    sweep.add_argument("--objective", default="final", help="final, best or last-N (the mean of the last N evaluations)")
+    sweep.add_argument("--trials", type=int, default=20)
+    sweep.add_argument("--jobs", type=int, default=1, help="trials at once, each in a process of its own")
+    sweep.add_argument("--seeds", type=int, default=1, help="runs per trial; its value is their mean")
+    sweep.add_argument("--seed", type=int, default=0, help="the sampler's seed, and the runs' first")
+    sweep.add_argument("--sampler", default="tpe", choices=["tpe", "random", "grid"])
+    sweep.add_argument("--pruner", default="median", choices=["none", "median", "hyperband"])
+    sweep.add_argument("--device", default="cpu", help="auto, cpu or cuda")
+    sweep.add_argument("--preset", default="auto", help="as for train: the settings the search starts from")
+    sweep.add_argument("--storage", help="an Optuna storage URL (e.g. sqlite:///sweep.db) to keep or extend the study; "
+                                         "default: a journal file in a temporary folder")
+    sweep.add_argument("--study-name", default="rlweb-sweep")
+
     args = parser.parse_args(argv)
     try:
-        return {"list": _list, "train": _train, "presets": _presets, "eval": _eval}[args.command](args)
+        return {"list": _list, "train": _train, "presets": _presets, "eval": _eval, "sweep": _sweep}[args.command](args)
     except trainer.ConfigError as error:
         for field, message in error.errors.items():
             print(f"error: {field}: {message}", file=sys.stderr)
@@ -168,3 +191,28 @@ def _eval(args) -> int:
     print(json.dumps({"mean": result["mean"], "std": result["std"], "episodes": args.episodes,
                       "returns": result["returns"]}))
     return 0
+
+
+def _sweep(args) -> int:
+    from trainer import sweep
+
+    _check_range("total-steps", args.total_steps, 1, MAX_STEPS)
+    _check_range("eval-interval", args.eval_interval, 1, args.total_steps)
+    _check_range("eval-episodes", args.eval_episodes, 1, MAX_EPISODES)
+    _check_range("trials", args.trials, 1, 100_000)
+    _check_range("jobs", args.jobs, 1, 1024)
+    _check_range("seeds", args.seeds, 1, 1000)
+    trainer.get_spec(args.algorithm)
+    if not args.param:
+        raise ValueError("give at least one --param to search")
+    dimensions = [sweep.parse_dimension(args.algorithm, text) for text in args.param]
+    preset = trainer.presets.resolve(args.algorithm, args.env_id, args.preset)
+    print(f"preset: {describe(preset)}", file=sys.stderr)
+    config = sweep.SweepConfig(
+        args.algorithm, args.env_id, dimensions, total_steps=args.total_steps, eval_interval=args.eval_interval,
+        eval_episodes=args.eval_episodes, objective=sweep.check_objective(args.objective), trials=args.trials,
+        jobs=args.jobs, seeds=args.seeds, seed=args.seed, sampler=args.sampler, pruner=args.pruner,
+        device=args.device, preset=preset.name if preset else None, storage=args.storage, study_name=args.study_name)
+    study = sweep.sweep(config)
+    print("\n".join(sweep.report(study)))
+    return 0 if any(trial.state.name == "COMPLETE" for trial in study.trials) else 1

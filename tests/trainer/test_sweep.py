@@ -1,0 +1,118 @@
+"""Hyperparameter sweeps with Optuna (trainer/sweep.py, `python -m trainer sweep`): the search space as typed,
+checked against the algorithm's bounds; the objective; pruning on the evaluations as they come, which stops a
+run early; a failed trial that does not stop the sweep; the grid sampler; trials in processes of their own."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from trainer import sweep
+from trainer.cli import main
+from trainer.params import ConfigError
+
+TINY = {"learning_starts": "50", "batch_size": "16", "buffer_size": "1000", "hidden_layers": "16"}
+
+
+def fixed(**values) -> list[sweep.Dimension]:
+    return [sweep.parse_dimension("dqn", f"{name}={value}") for name, value in values.items()]
+
+
+def config(tmp_path, dimensions, **fields) -> sweep.SweepConfig:
+    values = dict(total_steps=600, eval_interval=200, eval_episodes=1, trials=3, sampler="random", pruner="none",
+                  preset=None, folder=tmp_path)
+    values.update(fields)
+    return sweep.SweepConfig("dqn", "CartPole-v1", dimensions, **values)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("learning_rate=1e-5:1e-2:log", dict(type=float, low=1e-5, high=1e-2, log=True, choices=())),
+    ("batch_size=16:256", dict(type=int, low=16, high=256, log=False, choices=())),
+    ("batch_size=32|64|32", dict(type=int, low=None, high=None, log=False, choices=(32, 64))),
+    ("gamma=0.99", dict(type=float, low=None, high=None, log=False, choices=(0.99,))),
+    ("double_q=true|false", dict(type=bool, low=None, high=None, log=False, choices=(True, False))),
+])
+def test_the_search_space_is_read_with_the_hyperparameters_own_types(text, expected):
+    dimension = sweep.parse_dimension("dqn", text)
+    assert {key: getattr(dimension, key) for key in expected} == expected
+    assert dimension.fixed == (len(expected["choices"]) == 1)
+
+
+@pytest.mark.parametrize("text, field, message", [
+    ("learning_rat=1e-3:1e-2", "learning_rat", "dqn has no such hyperparameter"),
+    ("learning_rate", "learning_rate", "expected NAME=LOW:HIGH"),
+    ("learning_rate=1e-2:1e-3", "learning_rate", "low end must be below its high end"),
+    ("learning_rate=-1:1", "learning_rate", "must be greater than 0"),
+    ("learning_rate=1e-3:1e-2:ln", "learning_rate", "LOW:HIGH or LOW:HIGH:log"),
+    ("gamma=0:0.99:log", "gamma", "a log scale needs a range above 0"),
+    ("batch_size=16|many", "batch_size", "'many'"),
+    ("double_q=false:true", "double_q", "of a number hyperparameter"),
+])
+def test_a_wrong_search_space_is_a_config_error_naming_the_hyperparameter(text, field, message):
+    with pytest.raises(ConfigError) as error:
+        sweep.parse_dimension("dqn", text)
+    assert message in error.value.errors[field]
+
+
+def test_the_objective_is_the_final_the_best_or_the_mean_of_the_last_evaluations():
+    evaluations = [10.0, 50.0, 30.0, 20.0]
+    assert sweep.objective_value(evaluations, "final") == 20.0
+    assert sweep.objective_value(evaluations, "best") == 50.0
+    assert sweep.objective_value(evaluations, "last-2") == 25.0
+    assert sweep.objective_value(evaluations, "last-10") == 27.5
+    for wrong in ("last", "last-0", "mean", "last--1"):
+        with pytest.raises(ConfigError):
+            sweep.check_objective(wrong)
+
+
+def test_a_pruned_trial_stops_early_and_the_sweep_goes_on(tmp_path):
+    every_one = optuna.pruners.ThresholdPruner(lower=10**9)  # prunes at the first evaluation it may
+    study = sweep.sweep(config(tmp_path, fixed(**TINY), trials=2, total_steps=100_000), pruner=every_one)
+    assert [trial.state.name for trial in study.trials] == ["PRUNED", "PRUNED"]
+    for trial in study.trials:  # the runner polls twice a second: it stops within a few thousand steps
+        assert trial.user_attrs["pruned_at"] == 200 and 200 <= trial.user_attrs["steps"] < 20_000
+
+
+def test_a_trial_that_fails_is_recorded_and_the_sweep_goes_on(tmp_path):
+    space = fixed(**TINY) + [sweep.parse_dimension("dqn", "hidden_layers=16|0")]  # "0": refused when made
+    study = sweep.sweep(config(tmp_path, space, trials=6, sampler="random", seed=0))
+    states = [trial.state.name for trial in study.trials]
+    assert len(states) == 6 and "FAIL" in states and "COMPLETE" in states
+    assert all(trial.params["hidden_layers"] == "0" for trial in study.trials if trial.state.name == "FAIL")
+    assert study.best_value > 0
+
+
+def test_the_grid_sampler_visits_every_point_once(tmp_path):
+    space = fixed(learning_starts="50", buffer_size="1000", hidden_layers="16") + [
+        sweep.parse_dimension("dqn", "batch_size=16|32"), sweep.parse_dimension("dqn", "gamma=0.9|0.99")]
+    study = sweep.sweep(config(tmp_path, space, trials=4, sampler="grid"))
+    points = sorted((trial.params["batch_size"], trial.params["gamma"]) for trial in study.trials)
+    assert points == [(16, 0.9), (16, 0.99), (32, 0.9), (32, 0.99)]
+    with pytest.raises(ConfigError) as error:
+        sweep.sweep(config(tmp_path, space + [sweep.parse_dimension("dqn", "tau=0.5:1")], sampler="grid"))
+    assert "needs lists of values, not ranges (tau)" in error.value.errors["sampler"]
+
+
+@pytest.mark.slow
+def test_six_trials_two_at_once_with_the_median_pruner_give_a_best_value_and_prune(tmp_path, capsys):
+    storage = f"sqlite:///{tmp_path / 'sweep.db'}"
+    code = main(["sweep", "dqn", "CartPole-v1", "--param", "learning_starts=100|20000", "--param", "batch_size=32|64",
+                 "--total-steps", "4000", "--eval-interval", "1000", "--eval-episodes", "3", "--trials", "6",
+                 "--jobs", "2", "--sampler", "random", "--seed", "1", "--pruner", "median", "--storage", storage])
+    output = capsys.readouterr().out
+    assert code == 0, output
+    study = optuna.load_study(study_name="rlweb-sweep", storage=storage)
+    states = [trial.state.name for trial in study.trials]
+    assert len(states) == 6 and "PRUNED" in states and "COMPLETE" in states, output
+    assert f"best: trial {study.best_trial.number}, value {study.best_value:.2f}" in output
+    pruned = [trial for trial in study.trials if trial.state.name == "PRUNED"]
+    assert all(trial.user_attrs["steps"] < 4000 for trial in pruned)  # stopped early: steps saved
+    print(output)
+
+
+def test_the_command_line_refuses_a_sweep_without_a_search_space(capsys):
+    assert main(["sweep", "dqn", "CartPole-v1", "--total-steps", "100", "--eval-interval", "50"]) == 2
+    assert "give at least one --param" in capsys.readouterr().err
+    assert main(["sweep", "dqn", "CartPole-v1", "--param", "gama=0.9", "--total-steps", "100",
+                 "--eval-interval", "50"]) == 2
+    assert "error: gama: dqn has no such hyperparameter" in capsys.readouterr().err

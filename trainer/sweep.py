@@ -1,0 +1,278 @@
+"""Hyperparameter sweeps with Optuna: `python -m trainer sweep ALGO ENV --param learning_rate=1e-5:1e-2:log`.
+
+The search space is one `--param` per hyperparameter, checked against the algorithm's own bounds:
+
+    NAME=LOW:HIGH        a range, of whole numbers or not as the hyperparameter is
+    NAME=LOW:HIGH:log    the same on a log scale
+    NAME=A|B|C           one of these values
+    NAME=VALUE           a fixed value
+
+Every trial trains the algorithm with one sample for `total_steps`, evaluating every `eval_interval` steps. Its
+value is the objective over its evaluations (`final`, `best`, or `last-N`: the mean of the last N), averaged over
+its `seeds` runs. The pruner decides on the first seed's evaluations as they come: a pruned trial stops at the
+runner's next poll (within half a second) and is recorded with the step it reached. A trial that raises (a
+NaN loss, an env that crashes) is recorded as failed and the sweep goes on. Trials run `jobs` at a time, each
+in a process of its own, sharing one study in Optuna's storage: a journal file by default, or a database URL.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainer.events import Sink
+from trainer.params import ConfigError
+
+SAMPLERS = ("tpe", "random", "grid")
+PRUNERS = ("none", "median", "hyperband")
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One hyperparameter of the search: a range (`low`..`high`, maybe on a log scale), choices, or fixed."""
+
+    name: str
+    type: type
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    choices: tuple = ()
+
+    @property
+    def fixed(self) -> bool:
+        return self.low is None and len(self.choices) == 1
+
+    def suggest(self, trial):
+        if self.low is None:
+            return self.choices[0] if self.fixed else trial.suggest_categorical(self.name, list(self.choices))
+        if self.type is int:
+            return trial.suggest_int(self.name, int(self.low), int(self.high), log=self.log)
+        return trial.suggest_float(self.name, self.low, self.high, log=self.log)
+
+
+def parse_dimension(algorithm: str, text: str) -> Dimension:
+    """A `--param` (NAME=LOW:HIGH[:log], NAME=A|B|C or NAME=VALUE) for `algorithm`; ConfigError when it is wrong."""
+    import trainer
+
+    name, separator, raw = text.partition("=")
+    name = name.strip()
+    params = {param.name: param for param in trainer.get_spec(algorithm).params()}
+    if not separator or not raw.strip():
+        raise ConfigError({name or text: "expected NAME=LOW:HIGH[:log], NAME=A|B|C or NAME=VALUE"})
+    if name not in params:
+        raise ConfigError({name: f"{algorithm} has no such hyperparameter (python -m trainer list --params {algorithm})"})
+    param = params[name]
+
+    def value(part: str):
+        try:
+            return param.parse(part.strip())
+        except ValueError as error:
+            raise ConfigError({name: f"{part.strip()!r}: {error}"}) from None
+
+    if ":" in raw:
+        parts = raw.split(":")
+        log = len(parts) == 3 and parts[2].strip() == "log"
+        if len(parts) not in (2, 3) or (len(parts) == 3 and not log) or param.type not in (int, float):
+            raise ConfigError({name: "a range is LOW:HIGH or LOW:HIGH:log, of a number hyperparameter"})
+        low, high = value(parts[0]), value(parts[1])
+        if not low < high:
+            raise ConfigError({name: f"the range's low end must be below its high end, got {low} and {high}"})
+        if log and low <= 0:
+            raise ConfigError({name: "a log scale needs a range above 0"})
+        return Dimension(name, param.type, low=low, high=high, log=log)
+    choices = tuple(dict.fromkeys(value(part) for part in raw.split("|")))
+    return Dimension(name, param.type, choices=choices)
+
+
+def objective_value(evaluations: list[float], objective: str) -> float:
+    """The trial's value from its evaluations' mean returns, in order: final, best, or last-N (their mean)."""
+    if not evaluations:
+        raise ValueError("the trial made no evaluation")
+    if objective == "final":
+        return evaluations[-1]
+    if objective == "best":
+        return max(evaluations)
+    count = int(objective.removeprefix("last-"))
+    return statistics.fmean(evaluations[-count:])
+
+
+def check_objective(objective: str) -> str:
+    if objective in ("final", "best"):
+        return objective
+    if objective.startswith("last-") and objective.removeprefix("last-").isdigit() and int(objective[5:]) > 0:
+        return objective
+    raise ConfigError({"objective": f"final, best or last-N (N evaluations), not {objective!r}"})
+
+
+@dataclass
+class SweepConfig:
+    algorithm: str
+    env_id: str
+    dimensions: list[Dimension]
+    total_steps: int
+    eval_interval: int
+    eval_episodes: int = 5
+    objective: str = "final"
+    trials: int = 20
+    jobs: int = 1
+    seeds: int = 1
+    seed: int = 0
+    sampler: str = "tpe"
+    pruner: str = "median"
+    device: str = "cpu"
+    preset: str | None = None
+    storage: str | None = None  # an Optuna storage URL; None: a journal file in `folder`
+    study_name: str = "rlweb-sweep"
+    folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rlweb-sweep-")))
+
+
+class PruningSink(Sink):
+    """Reports each evaluation to the trial and stops the run once the pruner says so."""
+
+    def __init__(self, trial, prune: bool, total_steps: int):
+        self.trial, self.prune, self.total_steps = trial, prune, total_steps
+        self.evaluations: list[float] = []
+        self.step = 0
+        self.pruned_at: int | None = None
+
+    def emit(self, event: dict) -> None:
+        self.step = max(self.step, int(event.get("step", 0)))
+        if event["kind"] != "eval" or "eval/return_mean" not in event["values"]:
+            return
+        value = float(event["values"]["eval/return_mean"])
+        self.evaluations.append(value)
+        if self.prune and math.isfinite(value) and self.step < self.total_steps:  # the last one decides nothing
+            self.trial.report(value, self.step)
+            if self.pruned_at is None and self.trial.should_prune():
+                self.pruned_at = self.step
+
+    def should_stop(self) -> bool:
+        return self.pruned_at is not None
+
+
+def run_trial(trial, config: SweepConfig) -> float:
+    """One trial: its sample, trained on each seed; the objective's mean over them (optuna.TrialPruned when the
+    pruner stopped it)."""
+    import optuna
+
+    import trainer
+
+    sample = {dimension.name: dimension.suggest(trial) for dimension in config.dimensions}
+    values, steps = [], 0
+    for index in range(config.seeds):
+        agent = trainer.make(config.algorithm, config.env_id, seed=config.seed + 1000 * trial.number + index,
+                             device=config.device, preset=config.preset, **sample)
+        sink = PruningSink(trial, prune=index == 0, total_steps=config.total_steps)
+        agent.learn(config.total_steps, sink=sink, eval_interval=config.eval_interval,
+                    eval_episodes=config.eval_episodes)
+        steps += sink.step
+        trial.set_user_attr("steps", steps)
+        if sink.pruned_at is not None:
+            trial.set_user_attr("pruned_at", sink.pruned_at)
+            raise optuna.TrialPruned(f"pruned at step {sink.pruned_at}")
+        value = objective_value(sink.evaluations, config.objective)
+        if not math.isfinite(value):
+            raise ValueError(f"the evaluation returned {value}")
+        values.append(value)
+    return statistics.fmean(values)
+
+
+def make_sampler(config: SweepConfig):
+    import optuna
+
+    if config.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=config.seed)
+    if config.sampler == "grid":
+        ranges = [dimension.name for dimension in config.dimensions if dimension.low is not None]
+        if ranges:
+            raise ConfigError({"sampler": f"the grid sampler needs lists of values, not ranges ({', '.join(ranges)})"})
+        return optuna.samplers.GridSampler({dimension.name: list(dimension.choices) for dimension in config.dimensions
+                                            if not dimension.fixed}, seed=config.seed)
+    return optuna.samplers.TPESampler(seed=config.seed)
+
+
+def make_pruner(config: SweepConfig):
+    import optuna
+
+    if config.pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0)
+    if config.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=config.eval_interval, max_resource=config.total_steps)
+    return optuna.pruners.NopPruner()
+
+
+def storage_of(config: SweepConfig):
+    import optuna
+
+    if config.storage:
+        return optuna.storages.RDBStorage(config.storage) if "://" in config.storage else config.storage
+    from optuna.storages.journal import JournalFileBackend
+
+    return optuna.storages.JournalStorage(JournalFileBackend(str(config.folder / "study.journal")))
+
+
+def load_study(config: SweepConfig, pruner=None):
+    import optuna
+
+    return optuna.create_study(study_name=config.study_name, storage=storage_of(config), direction="maximize",
+                               sampler=make_sampler(config), pruner=pruner or make_pruner(config), load_if_exists=True)
+
+
+def optimize(config: SweepConfig, pruner=None) -> None:
+    """Run trials until the study has `config.trials` of them (this process's share of a sweep)."""
+    import optuna
+    import torch
+
+    torch.set_num_threads(1)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = load_study(config, pruner)
+    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL,
+              optuna.trial.TrialState.RUNNING)
+    study.optimize(lambda trial: run_trial(trial, config), n_trials=config.trials, catch=(Exception,),
+                   callbacks=[optuna.study.MaxTrialsCallback(config.trials, states=states)])
+
+
+def sweep(config: SweepConfig, pruner=None):
+    """Run the sweep (`jobs` processes at once) and return the finished study."""
+    if config.sampler not in SAMPLERS:
+        raise ConfigError({"sampler": f"one of {', '.join(SAMPLERS)}, not {config.sampler!r}"})
+    if config.pruner not in PRUNERS:
+        raise ConfigError({"pruner": f"one of {', '.join(PRUNERS)}, not {config.pruner!r}"})
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    check_objective(config.objective)
+    make_sampler(config)  # a grid over a range is refused before anything trains
+    load_study(config, pruner)  # created once, before the processes load it
+    if config.jobs == 1:
+        optimize(config, pruner)
+    else:
+        context = multiprocessing.get_context("spawn")
+        processes = [context.Process(target=optimize, args=(config, pruner)) for _ in range(config.jobs)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join()
+    return load_study(config, pruner)
+
+
+def report(study) -> list[str]:
+    """The trials, one line each, then the best one."""
+    import optuna
+
+    lines = []
+    for trial in study.trials:
+        value = f"{trial.value:.2f}" if trial.value is not None else "-"
+        steps = trial.user_attrs.get("steps", 0)
+        lines.append(f"trial {trial.number}: {trial.state.name.lower()}, value {value}, {steps} steps, {trial.params}")
+    done = [trial for trial in study.trials if trial.state == optuna.trial.TrialState.COMPLETE]
+    total = sum(trial.user_attrs.get("steps", 0) for trial in study.trials)
+    lines.append(f"{len(done)} complete, {sum(t.state.name == 'PRUNED' for t in study.trials)} pruned, "
+                 f"{sum(t.state.name == 'FAIL' for t in study.trials)} failed; {total} env steps in all")
+    if done:
+        lines.append(f"best: trial {study.best_trial.number}, value {study.best_value:.2f}, {study.best_params}")
+    return lines
