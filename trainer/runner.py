@@ -226,6 +226,7 @@ class Runner:
         self.last_eval = result
         self.emit("eval", {"eval/return_mean": result["mean"], "eval/return_std": result["std"],
                            "eval/length_mean": result["length_mean"]})
+        self._next_stop_poll = 0.0  # a sink that decides on evaluations (a sweep's pruner) is asked at once
         if result["mean"] > self.best_eval:
             self.best_eval = self.agent.best_eval_return = result["mean"]
             if self.checkpoint_dir:

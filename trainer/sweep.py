@@ -9,8 +9,8 @@ The search space is one `--param` per hyperparameter, checked against the algori
 
 Every trial trains the algorithm with one sample for `total_steps`, evaluating every `eval_interval` steps. Its
 value is the objective over its evaluations (`final`, `best`, or `last-N`: the mean of the last N), averaged over
-its `seeds` runs. The pruner decides on the first seed's evaluations as they come: a pruned trial stops at the
-runner's next poll (within half a second) and is recorded with the step it reached. A trial that raises (a
+its `seeds` runs. The pruner decides on the first seed's evaluations as they come: a pruned trial stops right
+after the evaluation that decided it (the runner asks its sink then) and is recorded with that step. A trial that raises (a
 NaN loss, an env that crashes) is recorded as failed and the sweep goes on. Trials run `jobs` at a time, each
 in a process of its own, sharing one study in Optuna's storage: a journal file by default, or a database URL.
 """
