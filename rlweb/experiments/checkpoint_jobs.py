@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -30,6 +31,7 @@ logger = logging.getLogger(__name__)
 JOB_TASK = "rlweb.checkpoint_job"  # tasks.checkpoint_job; sent by name, as lifecycle sends the training task
 MAX_EPISODES = 100
 MAX_UNFINISHED_PER_RUN = 3  # a run page cannot fill its queue with jobs
+MAX_SECONDS = 30 * 60  # a job never holds its worker (and the runs queued behind it) longer than this
 STALE_AFTER = timedelta(hours=1)  # a running job this old lost its worker
 Status = CheckpointJob.Status
 
@@ -91,27 +93,39 @@ def do(job_id: int, worker: str = "") -> str:
         logger.info("checkpoint job %s is not queued any more: skipping", job_id)
         return "skipped"
     job = CheckpointJob.objects.select_related("checkpoint__run__experiment").get(pk=job_id)
+    deadline = time.monotonic() + MAX_SECONDS
+    too_long = lambda: time.monotonic() > deadline  # noqa: E731
     try:
         agent = job.checkpoint.load_agent(device=job.checkpoint.run.experiment.torch_device)
         if job.kind == CheckpointJob.Kind.EVALUATE:
-            result = agent.evaluate(episodes=job.episodes)
+            result = agent.evaluate(episodes=job.episodes, should_stop=too_long)
+            if result is None:
+                return finish(job_id, Status.FAILED, error=f"It took longer than {MAX_SECONDS // 60} minutes and "
+                                                           "was stopped: ask for fewer episodes.")
             return finish(job_id, Status.SUCCEEDED, result={key: result[key] for key in
                                                             ("mean", "std", "length_mean", "returns")})
-        video, result = record_video(job, agent)
+        video, result = record_video(job, agent, too_long)
+        if video is None:
+            return finish(job_id, Status.FAILED, error=f"The episode took longer than {MAX_SECONDS // 60} minutes "
+                                                       "and was stopped.")
         return finish(job_id, Status.SUCCEEDED, video=video, result=result)
     except Exception as error:  # anything the checkpoint, the env or the storage raises ends the job, said plainly
         logger.exception("checkpoint job %s failed", job_id)
         return finish(job_id, Status.FAILED, error=f"{type(error).__name__}: {error}")
 
 
-def record_video(job: CheckpointJob, agent) -> tuple[Video, dict]:
-    """One greedy episode of the checkpoint's policy as an mp4 in storage, shown with the run's videos."""
+def record_video(job: CheckpointJob, agent, should_stop) -> tuple[Video | None, dict]:
+    """One greedy episode of the checkpoint's policy as an mp4 in storage, shown with the run's videos (None
+    when `should_stop` interrupted it)."""
     from trainer.video import record_episode, video_env
 
     env = video_env(agent.env_id)  # CannotRender says why an environment has no pictures
     try:
         with tempfile.TemporaryDirectory(prefix="rlweb-job-") as folder:
-            recorded = record_episode(agent, env, Path(folder) / "episode.mp4", seed=agent.seed + 3_000_017)
+            recorded = record_episode(agent, env, Path(folder) / "episode.mp4", seed=agent.seed + 3_000_017,
+                                      should_stop=should_stop)
+            if recorded is None:
+                return None, {}
             checkpoint = job.checkpoint
             video = Video(run=checkpoint.run, step=checkpoint.step, episode_return=recorded["episode_return"])
             with open(recorded["path"], "rb") as file:

@@ -176,3 +176,13 @@ def test_the_page_offers_the_form_only_once_the_run_has_checkpoints(owner_client
     assert 'id="checkpoint-job-form" class="checkpoint-job-form" novalidate>' in page
     final = Checkpoint.objects.get(run=queued_run, tag="final")
     assert re.search(rf'<option value="{final.pk}"( selected)?>final, step {final.step}</option>', page)
+
+
+@pytest.mark.parametrize("kind", ["evaluate", "video"])
+def test_a_job_that_takes_too_long_is_stopped_and_says_so(trained_run, final, monkeypatch, kind):
+    monkeypatch.setattr(checkpoint_jobs, "MAX_SECONDS", 0)  # no time at all: stopped at its first step
+    job = CheckpointJob.objects.create(checkpoint=final, kind=kind, episodes=5)
+    assert checkpoint_job(job.pk) == "failed"
+    job.refresh_from_db()
+    assert "longer than 0 minutes" in job.error and job.video is None
+    assert not Video.objects.filter(run=trained_run, step=final.step, file__contains="job").exists()
