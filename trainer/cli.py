@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--seed", type=int, default=0, help="the sampler's seed, and the runs' first")
     sweep.add_argument("--sampler", default="tpe", choices=["tpe", "random", "grid"])
     sweep.add_argument("--pruner", default="median", choices=["none", "median", "hyperband"])
+    sweep.add_argument("--startup-trials", type=int, default=5, help="median pruner: finished trials before it prunes")
+    sweep.add_argument("--warmup-steps", type=int, default=None,
+                       help="median pruner: no trial is pruned before this step (default: a third of --total-steps)")
     sweep.add_argument("--device", default="cpu", help="auto, cpu or cuda")
     sweep.add_argument("--preset", default="auto", help="as for train: the settings the search starts from")
     sweep.add_argument("--storage", help="an Optuna storage URL (e.g. sqlite:///sweep.db) to keep or extend the study; "
@@ -202,6 +205,9 @@ def _sweep(args) -> int:
     _check_range("trials", args.trials, 1, 100_000)
     _check_range("jobs", args.jobs, 1, 1024)
     _check_range("seeds", args.seeds, 1, 1000)
+    _check_range("startup-trials", args.startup_trials, 0, args.trials)
+    if args.warmup_steps is not None:
+        _check_range("warmup-steps", args.warmup_steps, 0, args.total_steps)
     trainer.get_spec(args.algorithm)
     if not args.param:
         raise ValueError("give at least one --param to search")
@@ -212,6 +218,7 @@ def _sweep(args) -> int:
         args.algorithm, args.env_id, dimensions, total_steps=args.total_steps, eval_interval=args.eval_interval,
         eval_episodes=args.eval_episodes, objective=sweep.check_objective(args.objective), trials=args.trials,
         jobs=args.jobs, seeds=args.seeds, seed=args.seed, sampler=args.sampler, pruner=args.pruner,
+        startup_trials=args.startup_trials, warmup_steps=args.warmup_steps,
         device=args.device, preset=preset.name if preset else None, storage=args.storage, study_name=args.study_name)
     study = sweep.sweep(config)
     print("\n".join(sweep.report(study)))

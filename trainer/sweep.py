@@ -123,6 +123,8 @@ class SweepConfig:
     seed: int = 0
     sampler: str = "tpe"
     pruner: str = "median"
+    startup_trials: int = 5  # the median pruner waits for this many finished trials (RL Zoo's choice)
+    warmup_steps: int | None = None  # and prunes no trial before this step (None: a third of total_steps)
     device: str = "cpu"
     preset: str | None = None
     storage: str | None = None  # an Optuna storage URL; None: a journal file in `folder`
@@ -181,25 +183,29 @@ def run_trial(trial, config: SweepConfig) -> float:
     return statistics.fmean(values)
 
 
-def make_sampler(config: SweepConfig):
+def make_sampler(config: SweepConfig, process: int = 0):
+    """The sampler of the `process`th of the sweep's processes: each has its own seed, or they would all draw
+    the same samples."""
     import optuna
 
+    seed = config.seed + 7919 * process
     if config.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=config.seed)
+        return optuna.samplers.RandomSampler(seed=seed)
     if config.sampler == "grid":
         ranges = [dimension.name for dimension in config.dimensions if dimension.low is not None]
         if ranges:
             raise ConfigError({"sampler": f"the grid sampler needs lists of values, not ranges ({', '.join(ranges)})"})
         return optuna.samplers.GridSampler({dimension.name: list(dimension.choices) for dimension in config.dimensions
-                                            if not dimension.fixed}, seed=config.seed)
-    return optuna.samplers.TPESampler(seed=config.seed)
+                                            if not dimension.fixed}, seed=seed)
+    return optuna.samplers.TPESampler(seed=seed)
 
 
 def make_pruner(config: SweepConfig):
     import optuna
 
-    if config.pruner == "median":
-        return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0)
+    if config.pruner == "median":  # an RL curve is noisy early: RL Zoo's settings, in env steps
+        warmup = config.total_steps // 3 if config.warmup_steps is None else config.warmup_steps
+        return optuna.pruners.MedianPruner(n_startup_trials=config.startup_trials, n_warmup_steps=warmup)
     if config.pruner == "hyperband":
         return optuna.pruners.HyperbandPruner(min_resource=config.eval_interval, max_resource=config.total_steps)
     return optuna.pruners.NopPruner()
@@ -215,21 +221,22 @@ def storage_of(config: SweepConfig):
     return optuna.storages.JournalStorage(JournalFileBackend(str(config.folder / "study.journal")))
 
 
-def load_study(config: SweepConfig, pruner=None):
+def load_study(config: SweepConfig, pruner=None, process: int = 0):
     import optuna
 
     return optuna.create_study(study_name=config.study_name, storage=storage_of(config), direction="maximize",
-                               sampler=make_sampler(config), pruner=pruner or make_pruner(config), load_if_exists=True)
+                               sampler=make_sampler(config, process), pruner=pruner or make_pruner(config),
+                               load_if_exists=True)
 
 
-def optimize(config: SweepConfig, pruner=None) -> None:
-    """Run trials until the study has `config.trials` of them (this process's share of a sweep)."""
+def optimize(config: SweepConfig, pruner=None, process: int = 0) -> None:
+    """Run trials until the study has `config.trials` of them (the `process`th process's share of a sweep)."""
     import optuna
     import torch
 
     torch.set_num_threads(1)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = load_study(config, pruner)
+    study = load_study(config, pruner, process)
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL,
               optuna.trial.TrialState.RUNNING)
     study.optimize(lambda trial: run_trial(trial, config), n_trials=config.trials, catch=(Exception,),
@@ -252,7 +259,8 @@ def sweep(config: SweepConfig, pruner=None):
         optimize(config, pruner)
     else:
         context = multiprocessing.get_context("spawn")
-        processes = [context.Process(target=optimize, args=(config, pruner)) for _ in range(config.jobs)]
+        processes = [context.Process(target=optimize, args=(config, pruner, process))
+                     for process in range(config.jobs)]
         for process in processes:
             process.start()
         for process in processes:

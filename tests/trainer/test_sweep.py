@@ -54,6 +54,22 @@ def test_a_wrong_search_space_is_a_config_error_naming_the_hyperparameter(text, 
     assert message in error.value.errors[field]
 
 
+def test_the_median_pruner_waits_for_finished_trials_and_for_a_third_of_the_run_by_default(tmp_path):
+    pruner = sweep.make_pruner(config(tmp_path, [], pruner="median", total_steps=90_000))
+    assert (pruner._n_startup_trials, pruner._n_warmup_steps) == (5, 30_000)
+    pruner = sweep.make_pruner(config(tmp_path, [], pruner="median", startup_trials=2, warmup_steps=0))
+    assert (pruner._n_startup_trials, pruner._n_warmup_steps) == (2, 0)
+
+
+def test_each_process_of_a_sweep_draws_its_own_samples(tmp_path):
+    def first_draws(process: int) -> list[float]:
+        study = optuna.create_study(sampler=sweep.make_sampler(config(tmp_path, [], sampler="tpe"), process))
+        return [study.ask().suggest_float("x", 0, 1) for _ in range(3)]
+
+    assert first_draws(0) == first_draws(0)  # seeded
+    assert first_draws(0) != first_draws(1)  # without their own seeds, two processes would try the same points
+
+
 def test_the_objective_is_the_final_the_best_or_the_mean_of_the_last_evaluations():
     evaluations = [10.0, 50.0, 30.0, 20.0]
     assert sweep.objective_value(evaluations, "final") == 20.0
@@ -98,7 +114,8 @@ def test_six_trials_two_at_once_with_the_median_pruner_give_a_best_value_and_pru
     storage = f"sqlite:///{tmp_path / 'sweep.db'}"
     code = main(["sweep", "dqn", "CartPole-v1", "--param", "learning_starts=100|20000", "--param", "batch_size=32|64",
                  "--total-steps", "4000", "--eval-interval", "1000", "--eval-episodes", "3", "--trials", "6",
-                 "--jobs", "2", "--sampler", "random", "--seed", "1", "--pruner", "median", "--storage", storage])
+                 "--jobs", "2", "--sampler", "random", "--seed", "1", "--pruner", "median", "--startup-trials", "2",
+                 "--warmup-steps", "0", "--storage", storage])
     output = capsys.readouterr().out
     assert code == 0, output
     study = optuna.load_study(study_name="rlweb-sweep", storage=storage)
