@@ -230,17 +230,16 @@ def load_study(config: SweepConfig, pruner=None, process: int = 0):
 
 
 def optimize(config: SweepConfig, pruner=None, process: int = 0) -> None:
-    """Run trials until the study has `config.trials` of them (the `process`th process's share of a sweep)."""
+    """The `process`th process's share of the sweep's `config.trials` trials (shares, not a count the processes
+    check as they go: two of them would both start the last trial)."""
     import optuna
     import torch
 
     torch.set_num_threads(1)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = load_study(config, pruner, process)
-    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL,
-              optuna.trial.TrialState.RUNNING)
-    study.optimize(lambda trial: run_trial(trial, config), n_trials=config.trials, catch=(Exception,),
-                   callbacks=[optuna.study.MaxTrialsCallback(config.trials, states=states)])
+    share = config.trials // config.jobs + (process < config.trials % config.jobs)
+    study.optimize(lambda trial: run_trial(trial, config), n_trials=share, catch=(Exception,))
 
 
 def sweep(config: SweepConfig, pruner=None):
