@@ -133,10 +133,12 @@ class SweepConfig:
 
 
 class PruningSink(Sink):
-    """Reports each evaluation to the trial and stops the run once the pruner says so."""
+    """Reports the trial's value so far (the objective over the evaluations made: for last-3, the mean of the
+    last three, which is steadier than one evaluation) after each evaluation, and stops the run once the pruner
+    says so."""
 
-    def __init__(self, trial, prune: bool, total_steps: int):
-        self.trial, self.prune, self.total_steps = trial, prune, total_steps
+    def __init__(self, trial, prune: bool, total_steps: int, objective: str = "final"):
+        self.trial, self.prune, self.total_steps, self.objective = trial, prune, total_steps, objective
         self.evaluations: list[float] = []
         self.step = 0
         self.pruned_at: int | None = None
@@ -148,7 +150,7 @@ class PruningSink(Sink):
         value = float(event["values"]["eval/return_mean"])
         self.evaluations.append(value)
         if self.prune and math.isfinite(value) and self.step < self.total_steps:  # the last one decides nothing
-            self.trial.report(value, self.step)
+            self.trial.report(objective_value(self.evaluations, self.objective), self.step)
             if self.pruned_at is None and self.trial.should_prune():
                 self.pruned_at = self.step
 
@@ -168,7 +170,7 @@ def run_trial(trial, config: SweepConfig) -> float:
     for index in range(config.seeds):
         agent = trainer.make(config.algorithm, config.env_id, seed=config.seed + 1000 * trial.number + index,
                              device=config.device, preset=config.preset, **sample)
-        sink = PruningSink(trial, prune=index == 0, total_steps=config.total_steps)
+        sink = PruningSink(trial, prune=index == 0, total_steps=config.total_steps, objective=config.objective)
         agent.learn(config.total_steps, sink=sink, eval_interval=config.eval_interval,
                     eval_episodes=config.eval_episodes)
         steps += sink.step

@@ -81,6 +81,23 @@ def test_the_objective_is_the_final_the_best_or_the_mean_of_the_last_evaluations
             sweep.check_objective(wrong)
 
 
+def test_the_pruner_sees_the_trials_value_so_far_and_never_the_last_evaluation():
+    class Trial:  # what the sink asks of an Optuna trial
+        reports = []
+
+        def report(self, value, step):
+            self.reports.append((step, value))
+
+        def should_prune(self):
+            return False
+
+    sink = sweep.PruningSink(Trial(), prune=True, total_steps=400, objective="last-2")
+    for step, value in [(100, 10.0), (200, 30.0), (300, 20.0), (400, 90.0)]:
+        sink.emit({"kind": "eval", "step": step, "values": {"eval/return_mean": value}})
+    assert Trial.reports == [(100, 10.0), (200, 20.0), (300, 25.0)]  # the mean of the last two; 400 ends the run
+    assert sink.evaluations == [10.0, 30.0, 20.0, 90.0] and not sink.should_stop()
+
+
 def test_a_pruned_trial_stops_early_and_the_sweep_goes_on(tmp_path):
     every_one = optuna.pruners.ThresholdPruner(lower=10**9)  # prunes at the first evaluation it may
     study = sweep.sweep(config(tmp_path, fixed(**TINY), trials=2, total_steps=100_000), pruner=every_one)
