@@ -18,12 +18,12 @@ from pathlib import Path
 
 import redis
 from django import forms
-from django.core.files import File
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as QueueUnreachable
 
 from rlweb.celery import app
+from rlweb.experiments.files import save_with_file
 from rlweb.experiments.models import Checkpoint, CheckpointJob, Video
 
 logger = logging.getLogger(__name__)
@@ -128,9 +128,7 @@ def record_video(job: CheckpointJob, agent, should_stop) -> tuple[Video | None, 
                 return None, {}
             checkpoint = job.checkpoint
             video = Video(run=checkpoint.run, step=checkpoint.step, episode_return=recorded["episode_return"])
-            with open(recorded["path"], "rb") as file:
-                video.file.save(f"checkpoint_{checkpoint.pk}_job_{job.pk}.mp4", File(file), save=False)
-            video.save()
+            save_with_file(video, recorded["path"], f"checkpoint_{checkpoint.pk}_job_{job.pk}.mp4")
     finally:
         env.close()
     return video, {"episode_return": recorded["episode_return"], "length": recorded["length"]}

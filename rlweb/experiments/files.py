@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import re
+from pathlib import Path
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.files import File
 from django.core.handlers.asgi import ASGIRequest
+from django.db import DatabaseError
 from django.db.models.fields.files import FieldFile
 from django.http import Http404, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.utils.http import content_disposition_header
@@ -93,3 +96,15 @@ async def chunks_async(stored: FieldFile, first: int, last: int):
     finally:
         with contextlib.suppress(ValueError):  # "generator already executing": the thread is still reading
             chunks.close()
+
+
+def save_with_file(row, path: str | Path, name: str) -> None:
+    """Save the file at `path` into `row.file` (storage: the media folder or a bucket) under `name`, then the
+    row; when the row cannot be saved the stored file goes again, so that no file is left without its row."""
+    with Path(path).open("rb") as file:
+        row.file.save(name, File(file), save=False)
+    try:
+        row.save()
+    except DatabaseError:
+        row.file.delete(save=False)
+        raise

@@ -26,7 +26,6 @@ import logging
 import math
 import time
 from collections import deque
-from pathlib import Path
 
 import redis
 import redis.asyncio
@@ -34,11 +33,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.files import File
 from django.db import DatabaseError, close_old_connections, connection, models, transaction
 from django.utils import timezone
 from trainer.events import LIFECYCLE_KINDS, Sink
 
+from rlweb.experiments.files import save_with_file
 from rlweb.experiments.history import rebuild_summary, summarize
 from rlweb.experiments.models import Checkpoint, Event, MetricBucket, Run, Video
 from rlweb.storage import STORAGE_ERRORS
@@ -345,13 +344,7 @@ class RedisSink(Sink):
         when either fails (the media folder writes under a temporary name, and a bucket shows an object only
         once its upload is complete: nothing partial is left)."""
         try:
-            with Path(values["path"]).open("rb") as file:
-                row.file.save(name, File(file), save=False)
-            try:
-                row.save()
-            except DatabaseError:
-                row.file.delete(save=False)
-                raise
+            save_with_file(row, values["path"], name)
         except (*STORAGE_ERRORS, DatabaseError) as error:
             logger.warning("run %s: cannot keep %s %s: %s", self.run.pk, what, values.get("path"), error)
             values["error"] = f"The {what} could not be stored: {error}"
