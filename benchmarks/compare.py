@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import socket
 import statistics
 import tempfile
 import time
@@ -29,8 +28,8 @@ from pathlib import Path
 
 import trainer
 
-from benchmarks.dashboard import (CHROMIUM, add_load_arguments, fill, finish_load, log_in, start_load, start_site,
-                                  use_site_database)
+from benchmarks.dashboard import (CHROMIUM, add_load_arguments, fill, finish_load, free_port, log_in, start_load,
+                                  start_site, use_site_database)
 
 USERNAME, PASSWORD = "bench", "a long benchmark password 3"
 BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -172,9 +171,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     if not Path(CHROMIUM).exists():
         raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="rlweb-bench-") as folder:
         var = Path(folder)

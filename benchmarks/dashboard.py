@@ -37,6 +37,15 @@ CHROMIUM = "/usr/bin/chromium"
 USERNAME, PASSWORD = "bench", "a long benchmark password 3"
 
 
+def free_port() -> int:
+    """A port of 127.0.0.1 nothing listens on now, for the site a benchmark starts."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def start_site(var: Path, port: int, database_url: str | None = None) -> subprocess.Popen:
     """`python -m rlweb.devserver` on SQLite in `var` (or on `database_url`), answering on `port`."""
     env = {key: value for key, value in os.environ.items()
@@ -217,12 +226,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     if not Path(CHROMIUM).exists():
         raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
-
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="rlweb-bench-") as folder:
         var = args.var_dir or Path(folder)

@@ -34,7 +34,6 @@ import os
 import random
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -47,7 +46,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
-from benchmarks.dashboard import PASSWORD, REPO, USERNAME, start_site, use_site_database
+from benchmarks.dashboard import PASSWORD, REPO, USERNAME, free_port, start_site, use_site_database
 
 RETRY_SECONDS = 2.0  # what an EventSource waits before reconnecting (the server sends `retry: 2000`)
 READ_TIMEOUT = 30.0  # the server sends a heartbeat comment every 5 s: 30 s of silence is a dead stream
@@ -355,9 +354,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--seed", type=int, default=0, help="for the clients' join and drop times")
     args = parser.parse_args(argv)
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="rlweb-load-") as folder:
         var = Path(folder)
