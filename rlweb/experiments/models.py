@@ -85,8 +85,9 @@ class Run(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
         LOST = "lost"
+        PRUNED = "pruned"  # a sweep's trial that its pruner stopped early (rlweb/sweeps)
 
-    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.LOST)
+    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.LOST, Status.PRUNED)
     ACTIVE = (Status.QUEUED, Status.RUNNING)
     RESUMABLE = (Status.CANCELLED, Status.LOST)
 
