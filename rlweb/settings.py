@@ -179,6 +179,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rlweb.accounts",
     "rlweb.experiments",
+    "rlweb.sweeps",
 ]
 
 MIDDLEWARE = [

@@ -5,4 +5,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("rlweb.accounts.urls")),
     path("", include("rlweb.experiments.urls")),
+    path("sweeps/", include("rlweb.sweeps.urls")),
 ]

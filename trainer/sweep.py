@@ -197,8 +197,10 @@ def make_sampler(config: SweepConfig, process: int = 0):
         ranges = [dimension.name for dimension in config.dimensions if dimension.low is not None]
         if ranges:
             raise ConfigError({"sampler": f"the grid sampler needs lists of values, not ranges ({', '.join(ranges)})"})
+        # one seed for every process: the grid sampler shuffles the grid by its seed and gives the trial numbered
+        # k the k-th point, so processes shuffling differently would train some points twice and miss others
         return optuna.samplers.GridSampler({dimension.name: list(dimension.choices) for dimension in config.dimensions
-                                            if not dimension.fixed}, seed=seed)
+                                            if not dimension.fixed}, seed=config.seed)
     return optuna.samplers.TPESampler(seed=seed)
 
 

@@ -1,6 +1,6 @@
 """The life of a run, top to bottom: launch, claim, heartbeat, train, lost sweep, reclaim, resume, cancel, delete.
 
-    launch ──> queued ──claim──> running ──> succeeded | failed | cancelled
+    launch ──> queued ──claim──> running ──> succeeded | failed | cancelled | pruned (a sweep's trial)
                  ^                  │  no heartbeat for HEARTBEAT_TIMEOUT s (the sweep), or its worker restarted
                  │                  v  (reclaim)
                  └───── resume ── lost | cancelled      a lost run resumes by itself, up to its experiment's limit
@@ -212,7 +212,9 @@ def train(run_id: int, worker: str = "") -> str:
     import torch
 
     torch.set_num_threads(settings.TORCH_THREADS)  # one run per process; threads set on purpose, not by default
-    sink = RedisSink(run)
+    from rlweb.sweeps.study import sink_for  # a sweep's trial reports to its pruner (rlweb/sweeps)
+
+    sink = sink_for(run)
     with Heartbeat(run, sink), stop_on_sigterm(sink):
         train_and_record(run, checkpoint, sink)
     return Run.objects.filter(pk=run.pk).values_list("status", flat=True).first() or "deleted"
@@ -270,6 +272,8 @@ def train_and_record(run: Run, checkpoint: Checkpoint | None, sink: RedisSink) -
             logger.exception("run %s: cannot record its failure", run.pk)
         return
     sink.close()
+    if getattr(sink, "pruned_at", None) is not None and summary.get("status") == "cancelled":
+        summary["status"] = Status.PRUNED  # stopped by its sweep's pruner, not by a cancel
     record_summary(run, summary)
 
 
@@ -287,7 +291,7 @@ def load_agent(run: Run, checkpoint: Checkpoint | None, folder: str):
 
 
 def record_summary(run: Run, summary: dict) -> None:
-    """The runner's summary: succeeded or cancelled, with the final evaluation. The best return of a resumed
+    """The runner's summary: succeeded, cancelled or pruned, with the final evaluation. The best return of a resumed
     run is the best of all its attempts."""
     run.refresh_from_db(fields=["eval_return_mean", "eval_return_std", "best_eval_return", "steps_done"])
     fields = {"steps_done": int(summary.get("steps") or run.steps_done)}
@@ -296,7 +300,7 @@ def record_summary(run: Run, summary: dict) -> None:
     best = summary.get("best_eval_return")
     if run.start_step and run.best_eval_return is not None:
         best = run.best_eval_return if best is None else max(best, run.best_eval_return)
-    status = Status.CANCELLED if summary.get("status") == "cancelled" else Status.SUCCEEDED
+    status = {"cancelled": Status.CANCELLED, "pruned": Status.PRUNED}.get(summary.get("status"), Status.SUCCEEDED)
     finish(run, status, best_eval_return=best, heartbeat_at=timezone.now(), **fields)
 
 

@@ -8,11 +8,16 @@ and it writes itself into the worker registry (workers.py) until it shuts down.
 
 from __future__ import annotations
 
+import logging
+
 from celery.signals import worker_ready, worker_shutdown
 from django.utils import timezone
 
 from rlweb.celery import app
 from rlweb.experiments import checkpoint_jobs, lifecycle, workers
+from rlweb.sweeps import study
+
+logger = logging.getLogger(__name__)
 
 PROCESS_STARTED = timezone.now()  # runs claimed before this belong to an earlier incarnation
 registration: workers.Registration | None = None  # this worker's registry entry, once it is ready
@@ -20,7 +25,12 @@ registration: workers.Registration | None = None  # this worker's registry entry
 
 @app.task(name=lifecycle.TRAIN_TASK, bind=True)
 def train_run(self, run_id: int) -> str:
-    return lifecycle.train(run_id, worker=self.request.hostname or "")
+    status = lifecycle.train(run_id, worker=self.request.hostname or "")
+    try:  # a sweep's trial: record it and start the next one now rather than at the periodic sweep
+        study.run_ended(run_id)
+    except Exception:
+        logger.exception("run %s: cannot advance its sweep; the periodic sweep will", run_id)
+    return status
 
 
 @app.task(name=checkpoint_jobs.JOB_TASK, bind=True)
@@ -30,9 +40,12 @@ def checkpoint_job(self, job_id: int) -> str:
 
 @app.task(name="rlweb.mark_lost_runs")
 def mark_lost_runs() -> int:
-    """The periodic sweep (celery beat): lost runs, runs whose sending failed, checkpoint jobs left running."""
+    """The periodic sweep (celery beat): lost runs, runs whose sending failed, checkpoint jobs left running, and
+    the hyperparameter sweeps' trials."""
     checkpoint_jobs.fail_stale()
-    return lifecycle.sweep()
+    lost = lifecycle.sweep()
+    study.advance_all()  # hyperparameter sweeps: trials to record and to start
+    return lost
 
 
 @worker_ready.connect

@@ -118,9 +118,10 @@ def test_a_trial_that_fails_is_recorded_and_the_sweep_goes_on(tmp_path):
 def test_the_grid_sampler_visits_every_point_once(tmp_path):
     space = fixed(learning_starts="50", buffer_size="1000", hidden_layers="16") + [
         sweep.parse_dimension("dqn", "batch_size=16|32"), sweep.parse_dimension("dqn", "gamma=0.9|0.99")]
-    study = sweep.sweep(config(tmp_path, space, trials=4, sampler="grid"))
-    points = sorted((trial.params["batch_size"], trial.params["gamma"]) for trial in study.trials)
-    assert points == [(16, 0.9), (16, 0.99), (32, 0.9), (32, 0.99)]
+    for jobs in (1, 2):  # processes of their own shuffle the grid alike: no point twice, none missed
+        study = sweep.sweep(config(tmp_path, space, trials=4, sampler="grid", jobs=jobs, study_name=f"grid{jobs}"))
+        points = sorted((trial.params["batch_size"], trial.params["gamma"]) for trial in study.trials)
+        assert points == [(16, 0.9), (16, 0.99), (32, 0.9), (32, 0.99)], jobs
     with pytest.raises(ConfigError) as error:
         sweep.sweep(config(tmp_path, space + [sweep.parse_dimension("dqn", "tau=0.5:1")], sampler="grid"))
     assert "needs lists of values, not ranges (tau)" in error.value.errors["sampler"]
