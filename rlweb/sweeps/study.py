@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 LOCK_SECONDS = 120  # an advance holding the lock longer than this (a crashed one) lets the next one in
 PRUNED_FLAG_SECONDS = 8 * 24 * 3600
+STORAGE_URLS: set[str] = set()  # the databases storage_at has opened
 NEVER_REACHED = 2  # a trial that never reaches the threshold counts as this many times its budget
 
 
@@ -66,7 +67,16 @@ def storage_at(url: str):
     import optuna
 
     options = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    STORAGE_URLS.add(url)
     return optuna.storages.RDBStorage(url, engine_kwargs=options)
+
+
+def close_storages() -> None:
+    """Close the storages' connections (a test database cannot be dropped while they are open)."""
+    for url in list(STORAGE_URLS):
+        storage_at(url).engine.dispose()
+    storage_at.cache_clear()
+    STORAGE_URLS.clear()
 
 
 def dimensions(sweep: Sweep) -> list[Dimension]:

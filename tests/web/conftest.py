@@ -24,6 +24,16 @@ def web_environment(db, live_redis, settings, tmp_path):
     return live_redis
 
 
+@pytest.fixture(scope="session", autouse=True)
+def sweep_storages(django_db_setup):
+    """The sweeps' Optuna storages hold connections of their own: closed at the end, so that the test database
+    can be dropped."""
+    yield
+    from rlweb.sweeps.study import close_storages
+
+    close_storages()
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     """A real S3-protocol server (moto's standalone server, a process of its own) for the session."""

@@ -146,7 +146,7 @@ def test_a_sweep_goes_on_after_everything_restarts(owner):
     from rlweb.experiments import lifecycle
 
     assert lifecycle.train(first.experiment.runs.get().pk) == "succeeded"  # the run ends; nobody advances
-    study.storage_at.cache_clear()  # a new process: no storage, no cached state
+    study.close_storages()  # a new process: no storage, no cached state
     mark_lost_runs()  # the periodic sweep
     first.refresh_from_db()
     assert first.state == "complete"
