@@ -1,10 +1,100 @@
-"""Sweep pages (being built)."""
-from django.http import HttpResponse
+"""Sweep pages: the list, the form, the live page with its data and figures, and the owner's actions (cancel,
+extend, launch the best). Every sweep is fetched through `owned_sweep`: 404 for other users'."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from rlweb.experiments.views import env_ids, owned_experiment
+from rlweb.sweeps import figures, study
+from rlweb.sweeps.forms import ExtendForm, LaunchBestForm, SweepForm
+from rlweb.sweeps.models import Sweep
 
 
-def _todo(request, sweep_id=None):
-    return HttpResponse("not yet", status=404)
+def owned_sweep(request, sweep_id: int) -> Sweep:
+    return get_object_or_404(Sweep, pk=sweep_id, owner=request.user)
 
 
-sweep_list = sweep_new = sweep_detail = sweep_data = sweep_figures = _todo
-sweep_cancel = sweep_extend = sweep_launch_best = _todo
+def sweep_list(request):
+    sweeps = Sweep.objects.filter(owner=request.user)
+    return render(request, "sweeps/sweep_list.html", {"rows": [figures.summary(sweep) for sweep in sweeps[:200]]})
+
+
+def sweep_new(request):
+    """The form; `?around=N` starts it from experiment N's settings ("sweep around this experiment")."""
+    initial = request.GET.dict()
+    around = initial.pop("around", "")
+    if around.isdigit() and request.method == "GET":
+        initial = {**SweepForm.initial_from(owned_experiment(request, int(around))), **initial}
+    algorithm = request.POST.get("algorithm") or initial.get("algorithm")
+    form = SweepForm(request.POST or None, algorithm=algorithm, initial=initial, owner=request.user)
+    if request.method == "POST" and form.is_valid():
+        sweep = form.save(owner=request.user)
+        study.create(sweep)
+        messages.success(request, f"Sweep started: {sweep.trials} trial{'s' if sweep.trials != 1 else ''}, "
+                                  f"{sweep.parallel} at once.")
+        return redirect(sweep)
+    return render(request, "sweeps/sweep_form.html", {"form": form, "env_ids": env_ids()})
+
+
+def sweep_detail(request, sweep_id: int):
+    sweep = owned_sweep(request, sweep_id)
+    return render(request, "sweeps/sweep_detail.html", {
+        "sweep": sweep, "data": figures.page_data(sweep), "extend_form": ExtendForm(),
+        "best_form": LaunchBestForm(), "space": figures.space_rows(sweep),
+        "searched_names": [item["name"] for item in sweep.space]})
+
+
+def sweep_data(request, sweep_id: int):
+    """The live part of the page: status, trials, best so far. Polling it also advances the sweep."""
+    sweep = owned_sweep(request, sweep_id)
+    if sweep.is_active:
+        study.advance(sweep.pk)
+        sweep.refresh_from_db()
+    return JsonResponse(figures.page_data(sweep))
+
+
+def sweep_figures(request, sweep_id: int):
+    """Optuna's figures of the study and the trials' evaluation curves, as plotly JSON."""
+    return JsonResponse(figures.figures(owned_sweep(request, sweep_id)))
+
+
+@require_POST
+def sweep_cancel(request, sweep_id: int):
+    sweep = owned_sweep(request, sweep_id)
+    stopped = study.cancel(sweep)
+    messages.success(request, f"Sweep cancelled; {stopped} run{'s' if stopped != 1 else ''} stopping.")
+    return redirect(sweep)
+
+
+@require_POST
+def sweep_extend(request, sweep_id: int):
+    sweep = owned_sweep(request, sweep_id)
+    form = ExtendForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(form.errors.get("more", ["Give a number of trials."])))
+        return redirect(sweep)
+    if sweep.sampler == Sweep.Sampler.GRID:
+        messages.error(request, "A grid sweep runs every combination once: there is nothing to add.")
+        return redirect(sweep)
+    study.extend(sweep, form.cleaned_data["more"])
+    messages.success(request, f"{form.cleaned_data['more']} more trials.")
+    return redirect(sweep)
+
+
+@require_POST
+def sweep_launch_best(request, sweep_id: int):
+    sweep = owned_sweep(request, sweep_id)
+    form = LaunchBestForm(request.POST, owner=request.user)
+    if not form.is_valid():
+        messages.error(request, " ".join(form.errors.get("seeds", ["Give a number of seeds."])))
+        return redirect(sweep)
+    experiment = study.launch_best(sweep, form.cleaned_data["seeds"])
+    if experiment is None:
+        messages.error(request, "No trial has completed yet.")
+        return redirect(sweep)
+    messages.success(request, f"Launched the best trial's values with {experiment.num_seeds} seeds.")
+    return redirect(experiment)

@@ -15,12 +15,13 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
 from rlweb.accounts.models import Invitation, SiteSettings
 from rlweb.experiments.models import Checkpoint, Experiment, Run, Video
+from rlweb.sweeps.models import Sweep, Trial
 from tests.web.helpers import PASSWORD
 
 SECRET = "owner-secret-7f3a"  # in the owner's experiment name, video file and invitation note
 ANONYMOUS_PAGES = {"login", "signup", "invitation-accept", "admin:login"}  # meant for visitors
 LOGIN_PAGES = ("/login/?next=", "/admin/login/?next=")
-OBJECT_KWARGS = {"experiment_id", "run_id", "checkpoint_id", "video_id", "invitation_id"}
+OBJECT_KWARGS = {"experiment_id", "run_id", "checkpoint_id", "video_id", "invitation_id", "sweep_id"}
 ROUTE_PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>|\(\?P<(\w+)>[^)]*\)")
 
 
@@ -62,15 +63,19 @@ def world(owner, stranger, admin_user, trained_run, make_experiment):
     cancelled = Run.objects.create(experiment=experiment, seed=2, total_steps=400, status="cancelled")
     video = Video(run=trained_run, step=200, episode_return=9.0)
     video.file.save("step_200.mp4", ContentFile(b"\x00\x00\x00\x18ftypmp42" + SECRET.encode()), save=True)
+    sweep = Sweep.objects.create(owner=owner, name=SECRET, algorithm="dqn", env_id="CartPole-v1", total_steps=400,
+                                 eval_interval=200, space=[{"name": "learning_rate", "type": "float", "low": 1e-4,
+                                                            "high": 1e-2, "log": True}])
+    Trial.objects.create(sweep=sweep, number=0, experiment=experiment, params={"learning_rate": 1e-3})
     invitation = Invitation.objects.create(note=SECRET, created_by=admin_user,
                                            expires_at=trained_run.created.replace(year=2100))
     values = {"experiment_id": experiment.pk, "run_id": trained_run.pk, "checkpoint_id": trained_run.checkpoints.first().pk,
-              "video_id": video.pk, "invitation_id": invitation.pk, "token": invitation.token,
+              "video_id": video.pk, "invitation_id": invitation.pk, "token": invitation.token, "sweep_id": sweep.pk,
               # the admin's own patterns: anyone but staff is sent to a login page before these are read
               "object_id": experiment.pk, "id": owner.pk, "content_type_id": 1, "app_label": "experiments",
               "url": "no-such-page/"}
     runs_for = {"run-cancel": queued.pk, "run-resume": cancelled.pk}  # a state change the stranger must not make
-    return {"values": values, "runs_for": runs_for, "experiment": experiment, "queued": queued,
+    return {"values": values, "runs_for": runs_for, "experiment": experiment, "queued": queued, "sweep": sweep,
             "cancelled": cancelled, "video": video, "invitation": invitation, "owner": owner, "stranger": stranger,
             "admin": admin_user}
 
@@ -100,6 +105,8 @@ def assert_nothing_changed(world):
     assert set(get_user_model().objects.values_list("username", flat=True)) == {"owner", "stranger", "admin"}
     assert not SiteSettings.current().signup_open
     assert set(Experiment.objects.values_list("owner__username", flat=True)) == {"owner"}
+    sweep = Sweep.objects.get(pk=world["sweep"].pk)  # neither cancelled nor extended, and no best launched
+    assert (sweep.status, sweep.trials, Experiment.objects.count()) == ("running", 20, 1)
 
 
 def test_the_walker_sees_every_view_of_the_site():

@@ -1,0 +1,174 @@
+"""The sweep pages (rlweb/sweeps/views.py): the form and its refusals, the live page and its data and figures,
+cancel, extend and "launch the best", and strangers. Trials train with the real task function."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from rlweb.experiments.models import Experiment, Run
+from rlweb.experiments.tasks import train_run
+from rlweb.sweeps import study
+from rlweb.sweeps.models import Sweep, Trial
+from tests.web.helpers import TINY_DQN, form_data
+
+pytestmark = pytest.mark.django_db(transaction=True)  # Optuna writes through its own connection
+
+
+def sweep_form(**overrides) -> dict:
+    """What the browser posts for a tiny DQN sweep over the learning rate."""
+    data = {key: value for key, value in form_data().items() if key.startswith("hp_")}
+    data.update({"name": "lr sweep", "algorithm": "dqn", "env_id": "CartPole-v1", "total_steps": "300",
+                 "eval_interval": "100", "eval_episodes": "1", "objective": "last", "last_evaluations": "2",
+                 "threshold": "", "sampler": "random", "seed": "0", "pruner": "none", "trials": "3",
+                 "parallel": "2", "seeds_per_trial": "1", "device": "cpu", "preset": "none",
+                 "hp_learning_rate": "1e-4:1e-2:log"})
+    data.update(overrides)
+    return data
+
+
+def train_queued(sweep: Sweep) -> None:
+    """Be the worker until the sweep has ended: its queued runs, one after another."""
+    for _ in range(100):
+        queued = Run.objects.filter(experiment__sweep_trial__sweep=sweep, status=Run.Status.QUEUED).first()
+        if queued is None:
+            sweep.refresh_from_db()
+            if not sweep.is_active:
+                return
+            study.advance(sweep.pk)
+            continue
+        train_run(queued.pk)
+    raise AssertionError("the sweep did not end")
+
+
+def test_the_form_starts_a_sweep_whose_first_trials_are_queued_experiments(owner_client, owner):
+    response = owner_client.post(reverse("sweep-new"), sweep_form())
+    sweep = Sweep.objects.get()
+    assert response.status_code == 302 and response["Location"] == sweep.get_absolute_url()
+    assert sweep.space == [{"name": "learning_rate", "type": "float", "low": 1e-4, "high": 1e-2, "log": True,
+                            "choices": []}]
+    assert sweep.fixed["batch_size"] == TINY_DQN["batch_size"].__str__() and "learning_rate" not in sweep.fixed
+    trials = list(sweep.trial_set.order_by("number"))
+    assert len(trials) == 2  # two at once
+    for trial in trials:
+        experiment = trial.experiment
+        assert experiment.owner == owner and experiment.hyperparameters["learning_rate"] == trial.params["learning_rate"]
+        assert 1e-4 <= trial.params["learning_rate"] <= 1e-2
+        assert list(experiment.runs.values_list("status", flat=True)) == ["queued"]
+    # the trials are on the sweep's page, not in the experiment list
+    assert "lr sweep · trial" not in owner_client.get(reverse("experiment-list")).content.decode()
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("hp_learning_rate", "1e-2:1e-4", "low end must be below its high end"),
+    ("hp_gamma", "0:0.99:log", "a log scale needs a range above 0"),
+    ("hp_learning_rate", "0:1e-2", "'0': must be greater than 0"),  # the algorithm's own bounds
+    ("hp_double_q", "1:2", "a range is LOW:HIGH or LOW:HIGH:log, of a number hyperparameter"),
+    ("hp_batch_size", "16|abc", "'abc'"),
+    ("hp_batch_size", "16|5000", "with batch_size=5000"),  # above the replay buffer
+])
+def test_a_bad_search_range_is_refused_next_to_its_field_and_nothing_starts(owner_client, field, value, message):
+    response = owner_client.post(reverse("sweep-new"), sweep_form(**{field: value}))
+    assert response.status_code == 200
+    errors = response.context["form"].errors
+    assert field in errors and message in " ".join(errors[field]), errors
+    assert not Sweep.objects.exists() and not Experiment.objects.exists()
+
+
+def test_a_sweep_with_nothing_to_search_or_a_grid_over_a_range_is_refused(owner_client):
+    response = owner_client.post(reverse("sweep-new"), sweep_form(hp_learning_rate="0.001"))
+    assert "Nothing to search" in " ".join(response.context["form"].non_field_errors())
+    response = owner_client.post(reverse("sweep-new"), sweep_form(sampler="grid"))
+    assert "needs lists of values, not ranges (learning_rate)" in " ".join(response.context["form"].errors["sampler"])
+    response = owner_client.post(reverse("sweep-new"), sweep_form(objective="threshold"))
+    assert "Give the return to reach." in response.context["form"].errors["threshold"]
+    response = owner_client.post(reverse("sweep-new"), sweep_form(parallel="5", seeds_per_trial="2"))
+    assert "10 runs at once" in " ".join(response.context["form"].errors["parallel"])
+    assert not Sweep.objects.exists()
+
+
+def test_a_grid_sweep_has_as_many_trials_as_combinations(owner_client):
+    owner_client.post(reverse("sweep-new"), sweep_form(sampler="grid", trials="50", hp_learning_rate="0.001|0.003",
+                                                       hp_gamma="0.9|0.95|0.99"))
+    assert Sweep.objects.get().trials == 6
+
+
+def test_the_form_starts_from_the_environments_preset_and_around_an_experiment(owner_client, make_experiment):
+    page = owner_client.get(reverse("sweep-new") + "?algorithm=dqn&env_id=Acrobot-v1")
+    form = page.context["form"]
+    assert form.chosen_preset["name"] == "zoo:Acrobot-v1"
+    assert form["hp_learning_rate"].value() == "0.00063"
+    experiment = make_experiment(hyperparameters={**TINY_DQN, "hidden_layers": [32, 32], "learning_rate": 0.002})
+    form = owner_client.get(reverse("sweep-new") + f"?around={experiment.pk}").context["form"]
+    assert form["hp_learning_rate"].value() == "0.002" and form["hp_hidden_layers"].value() == "32,32"
+    assert form["total_steps"].value() == experiment.total_steps and form["name"].value() == "tiny sweep"
+
+
+def test_the_page_its_data_and_figures_follow_the_trials_to_the_best(owner_client):
+    owner_client.post(reverse("sweep-new"), sweep_form())
+    sweep = Sweep.objects.get()
+    page = owner_client.get(sweep.get_absolute_url()).content.decode()
+    assert "lr sweep" in page and 'id="trial-table"' in page and "learning_rate" in page
+    waiting = owner_client.get(reverse("sweep-figures", args=[sweep.pk])).json()
+    assert waiting["history"] == {"message": "Drawn once a trial has completed."}
+    train_queued(sweep)
+    data = owner_client.get(reverse("sweep-data", args=[sweep.pk])).json()
+    assert data["status"] == "finished" and data["finished"] == 3
+    assert [trial["state"] for trial in data["trials"]] == ["complete"] * 3
+    best = max(data["trials"], key=lambda trial: trial["value"])
+    assert data["best"]["number"] == best["number"] and data["best"]["params"] == best["params"]
+    assert all(trial["steps"] == 300 for trial in data["trials"])
+    figures = owner_client.get(reverse("sweep-figures", args=[sweep.pk])).json()
+    assert figures["history"]["data"][0]["type"] == "scatter"  # Optuna's optimisation history
+    assert "data" in figures["importances"] and "data" in figures["slices"]
+    assert len(figures["curves"]["data"]) == 3 and len(figures["parallel"]["data"]) == 3
+    assert figures["curves"]["data"][0]["x"] == [100, 200, 300]
+    assert figures["parallel"]["data"][0]["x"] == ["learning_rate", "value"]
+
+
+def test_launching_the_best_makes_an_experiment_with_its_values_and_the_seeds_asked(owner_client):
+    owner_client.post(reverse("sweep-new"), sweep_form(trials="2"))
+    sweep = Sweep.objects.get()
+    response = owner_client.post(reverse("sweep-launch-best", args=[sweep.pk]), {"seeds": "3"})
+    assert response.status_code == 302 and response["Location"] == sweep.get_absolute_url()  # nothing done yet
+    train_queued(sweep)
+    best = study.best_trial(sweep)
+    response = owner_client.post(reverse("sweep-launch-best", args=[sweep.pk]), {"seeds": "3"})
+    experiment = Experiment.objects.exclude(sweep_trial__isnull=False).get()
+    assert response["Location"] == experiment.get_absolute_url()
+    assert experiment.hyperparameters == best.experiment.hyperparameters and experiment.num_seeds == 3
+    assert experiment.runs.count() == 3 and "best (trial" in experiment.name
+    response = owner_client.post(reverse("sweep-launch-best", args=[sweep.pk]), {"seeds": "0"})
+    assert Experiment.objects.exclude(sweep_trial__isnull=False).count() == 1
+
+
+def test_cancel_stops_the_trials_and_extend_adds_more(owner_client):
+    owner_client.post(reverse("sweep-new"), sweep_form(trials="4"))
+    sweep = Sweep.objects.get()
+    owner_client.post(reverse("sweep-cancel", args=[sweep.pk]))
+    sweep.refresh_from_db()
+    assert sweep.status == "cancelled"
+    assert set(Run.objects.values_list("status", flat=True)) == {"cancelled"}  # they were queued: they end at once
+    assert set(sweep.trial_set.values_list("state", flat=True)) == {"failed"}
+    assert sweep.trial_set.count() == 2
+    owner_client.post(reverse("sweep-extend", args=[sweep.pk]), {"more": "2"})
+    sweep.refresh_from_db()
+    assert (sweep.status, sweep.trials) == ("running", 6)
+    assert sweep.trial_set.filter(state=Trial.State.RUNNING).count() == 2  # two new ones at once
+    train_queued(sweep)
+    sweep.refresh_from_db()
+    assert sweep.status == "finished" and sweep.trial_set.count() == 6
+
+
+def test_a_stranger_cannot_see_or_steer_another_users_sweep(owner_client, stranger_client):
+    owner_client.post(reverse("sweep-new"), sweep_form())
+    sweep = Sweep.objects.get()
+    for name in ("sweep-detail", "sweep-data", "sweep-figures"):
+        assert stranger_client.get(reverse(name, args=[sweep.pk])).status_code == 404
+    for name, data in (("sweep-cancel", {}), ("sweep-extend", {"more": "5"}), ("sweep-launch-best", {"seeds": "1"})):
+        assert stranger_client.post(reverse(name, args=[sweep.pk]), data).status_code == 404
+    assert "lr sweep" not in stranger_client.get(reverse("sweep-list")).content.decode()
+    response = stranger_client.get(reverse("sweep-new") + f"?around={sweep.trial_set.first().experiment_id}")
+    assert response.status_code == 404
+    sweep.refresh_from_db()
+    assert (sweep.status, sweep.trials) == ("running", 3)
