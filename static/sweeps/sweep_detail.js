@@ -21,10 +21,17 @@
     return typeof value === "number" && Number.isFinite(value) ? value.toFixed(digits) : "–";
   }
 
+  function param(value) {  // a sampled float to 4 significant digits; whole numbers and choices as they are
+    if (value === undefined) return "–";
+    return typeof value === "number" && !Number.isInteger(value) ? String(Number(value.toPrecision(4))) : String(value);
+  }
+
   function show(data) {
     const status = document.getElementById("sweep-status");
     status.textContent = data.status;
     status.className = `status status-${data.status}`;
+    const cancel = document.getElementById("cancel-form");
+    if (cancel && data.status !== "running") cancel.remove();
     const counts = {running: 0, complete: 0, pruned: 0, failed: 0};
     data.trials.forEach((trial) => { counts[trial.state] += 1; });
     document.getElementById("sweep-progress").textContent =
@@ -32,7 +39,7 @@
       `${counts.failed} failed; ${counts.running} training. ${data.steps.toLocaleString()} env steps so far.`;
     const best = document.getElementById("best");
     if (data.best) {
-      const params = Object.entries(data.best.params).map(([name, value]) => `${name}=${value}`).join(", ");
+      const params = Object.entries(data.best.params).map(([name, value]) => `${name}=${param(value)}`).join(", ");
       document.getElementById("best-text").textContent = `trial ${data.best.number}, value ${number(data.best.value, 3)} (${params})`;
       best.hidden = false;
     }
@@ -50,7 +57,7 @@
     const state = element("td");
     state.append(element("span", trial.state, {class: `state state-${trial.state}`}));
     if (trial.reason) state.append(element("span", trial.reason, {class: "reason"}));
-    const cells = [name, state, ...searched.map((param) => element("td", trial.params[param] === undefined ? "–" : String(trial.params[param])))];
+    const cells = [name, state, ...searched.map((name) => element("td", param(trial.params[name])))];
     cells.push(element("td", number(trial.value, 3), {class: "number"}));
     cells.push(element("td", trial.steps.toLocaleString(), {class: "number"}));
     const runs = element("td");
