@@ -12,8 +12,8 @@ import json
 import math
 
 from django.db.models import Count
-from django.urls import reverse
-
+from rlweb.experiments.compare import MAX_RUNS
+from rlweb.experiments.compare_views import compare_url
 from rlweb.experiments.models import Event, Run
 from rlweb.sweeps import study
 from rlweb.sweeps.models import Sweep, Trial
@@ -48,12 +48,14 @@ def page_data(sweep: Sweep) -> dict:
     best = study.best_trial(sweep)
     evaluations = Event.objects.filter(run__experiment__sweep_trial__sweep=sweep, kind="eval").count()
     finished = sum(row["state"] != "running" for row in trials)
-    run_ids = [run["id"] for row in trials for run in row["runs"]]
+    ranked = sorted(trials, key=lambda row: (row["value"] is None, -(row["value"] or 0) if sweep.direction == "maximize"
+                                             else row["value"] or 0))  # the best trials' runs first
+    run_ids = [run["id"] for row in ranked for run in row["runs"]][:MAX_RUNS]
     return {"status": sweep.status, "trials_total": sweep.trials, "trials": trials, "finished": finished,
             "steps": sum(row["steps"] for row in trials),
             "best": best and {"number": best.number, "value": best.value, "params": best.params,
                               "experiment_url": best.experiment.get_absolute_url() if best.experiment else None},
-            "compare_url": f"{reverse('compare')}?{'&'.join(f'run={pk}' for pk in run_ids[:50])}" if run_ids else None,
+            "compare_url": compare_url(run_ids, {}) if run_ids else None,
             "version": f"{finished}-{evaluations}"}
 
 

@@ -118,6 +118,9 @@ def test_the_page_its_data_and_figures_follow_the_trials_to_the_best(owner_clien
     best = max(data["trials"], key=lambda trial: trial["value"])
     assert data["best"]["number"] == best["number"] and data["best"]["params"] == best["params"]
     assert all(trial["steps"] == 300 for trial in data["trials"])
+    compare = owner_client.get(data["compare_url"])  # the trials' runs side by side, the best first
+    assert compare.status_code == 200 and [run.pk for run in compare.context["runs"]][0] == \
+        next(trial for trial in data["trials"] if trial["number"] == best["number"])["runs"][0]["id"]
     figures = owner_client.get(reverse("sweep-figures", args=[sweep.pk])).json()
     assert figures["history"]["data"][0]["type"] == "scatter"  # Optuna's optimisation history
     assert "data" in figures["importances"] and "data" in figures["slices"]
