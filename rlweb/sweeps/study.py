@@ -44,9 +44,7 @@ NEVER_REACHED = 2  # a trial that never reaches the threshold counts as this man
 # --- the study ----------------------------------------------------------------------------------------------
 
 def storage_url() -> str:
-    """Our own database, as SQLAlchemy names it (settings.SWEEP_STORAGE_URL overrides it)."""
-    if getattr(settings, "SWEEP_STORAGE_URL", ""):
-        return settings.SWEEP_STORAGE_URL
+    """Our own database, as SQLAlchemy names it."""
     database = connection.settings_dict
     if database["ENGINE"] == "django.db.backends.sqlite3":
         return f"sqlite:///{database['NAME']}"
