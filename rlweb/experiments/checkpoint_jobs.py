@@ -1,16 +1,21 @@
 """Small jobs on a checkpoint, asked for from the run page: evaluate the saved policy for N episodes, or
 record a video of one episode (rlib's `test()` and `save_videos()` in the source documents).
 
-    ask ──> queued ──claim──> running ──> succeeded | failed
+    ask ──> queued ──claim──> running ──> succeeded | failed | cancelled
+              └──── cancel ──> cancelled
 
 A job goes to the run's own queue, so a worker with the run's device does it (after the run it may be
 training). The claim is one conditional UPDATE: a second delivery does nothing. A job whose worker died
 fails after `STALE_AFTER` (the periodic sweep); a job that cannot be sent fails at once, saying so.
+Cancel, as for runs: a queued job ends `cancelled` at once and its message is revoked (the claim would skip
+it anyway); a running one gets a flag in its row that its worker reads between steps, every
+`STOP_POLL_SECONDS`, and it ends `cancelled` without a result.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import tempfile
 import time
 from datetime import timedelta
@@ -24,6 +29,7 @@ from kombu.exceptions import OperationalError as QueueUnreachable
 
 from rlweb.celery import app
 from rlweb.experiments.files import save_with_file
+from rlweb.experiments.lifecycle import revoke
 from rlweb.experiments.models import Checkpoint, CheckpointJob, Video
 
 logger = logging.getLogger(__name__)
@@ -33,6 +39,7 @@ MAX_EPISODES = 100
 MAX_UNFINISHED_PER_RUN = 3  # a run page cannot fill its queue with jobs
 MAX_SECONDS = 30 * 60  # a job never holds its worker (and the runs queued behind it) longer than this
 STALE_AFTER = timedelta(hours=1)  # a running job this old lost its worker
+STOP_POLL_SECONDS = 0.25  # how often a running job reads its cancel flag
 Status = CheckpointJob.Status
 
 
@@ -75,9 +82,14 @@ def ask(checkpoint: Checkpoint, kind: str, episodes: int) -> CheckpointJob:
     return job
 
 
+def task_id(job_id: int) -> str:
+    """The job's Celery task id: one per job, known without storing it, so a cancel can revoke the message."""
+    return f"checkpoint-job-{job_id}"
+
+
 def send(job_id: int, queue: str) -> bool:
     try:
-        app.send_task(JOB_TASK, args=[job_id], queue=queue)
+        app.send_task(JOB_TASK, args=[job_id], queue=queue, task_id=task_id(job_id))
     except (redis.RedisError, QueueUnreachable, OSError) as error:
         logger.warning("checkpoint job %s: cannot reach the task queue (%s)", job_id, error)
         finish(job_id, Status.FAILED, error=f"The task queue cannot be reached ({error}): ask again later.")
@@ -93,25 +105,63 @@ def do(job_id: int, worker: str = "") -> str:
         logger.info("checkpoint job %s is not queued any more: skipping", job_id)
         return "skipped"
     job = CheckpointJob.objects.select_related("checkpoint__run__experiment").get(pk=job_id)
-    deadline = time.monotonic() + MAX_SECONDS
-    too_long = lambda: time.monotonic() > deadline  # noqa: E731
+    stop = StopCheck(job_id, deadline=time.monotonic() + MAX_SECONDS)
     try:
         agent = job.checkpoint.load_agent(device=job.checkpoint.run.experiment.torch_device)
         if job.kind == CheckpointJob.Kind.EVALUATE:
-            result = agent.evaluate(episodes=job.episodes, should_stop=too_long)
+            result = agent.evaluate(episodes=job.episodes, should_stop=stop)
             if result is None:
-                return finish(job_id, Status.FAILED, error=f"It took longer than {MAX_SECONDS // 60} minutes and "
-                                                           "was stopped: ask for fewer episodes.")
+                return stopped(job_id, stop, f"It took longer than {MAX_SECONDS // 60} minutes and was stopped: "
+                                             "ask for fewer episodes.")
             return finish(job_id, Status.SUCCEEDED, result={key: result[key] for key in
                                                             ("mean", "std", "length_mean", "returns")})
-        video, result = record_video(job, agent, too_long)
+        video, result = record_video(job, agent, stop)
         if video is None:
-            return finish(job_id, Status.FAILED, error=f"The episode took longer than {MAX_SECONDS // 60} minutes "
-                                                       "and was stopped.")
+            return stopped(job_id, stop, f"The episode took longer than {MAX_SECONDS // 60} minutes and was stopped.")
         return finish(job_id, Status.SUCCEEDED, video=video, result=result)
     except Exception as error:  # anything the checkpoint, the env or the storage raises ends the job, said plainly
         logger.exception("checkpoint job %s failed", job_id)
         return finish(job_id, Status.FAILED, error=f"{type(error).__name__}: {error}")
+
+
+class StopCheck:
+    """The `should_stop` of a running job, asked between env steps: true once its time is up, or once a cancel
+    set its flag (read from the database at most every `STOP_POLL_SECONDS`, and at the first step)."""
+
+    def __init__(self, job_id: int, deadline: float):
+        self.job_id = job_id
+        self.deadline = deadline
+        self.cancelled = False
+        self.read_at = -math.inf
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now - self.read_at >= STOP_POLL_SECONDS:
+            self.read_at = now
+            self.cancelled = CheckpointJob.objects.filter(pk=self.job_id, stop_requested=True).exists()
+        return self.cancelled or now > self.deadline
+
+
+def stopped(job_id: int, stop: StopCheck, too_long: str) -> str:
+    """The end of a job that `stop` interrupted: cancelled, or failed for taking too long."""
+    if stop.cancelled:
+        return finish(job_id, Status.CANCELLED)
+    return finish(job_id, Status.FAILED, error=too_long)
+
+
+def cancel(job: CheckpointJob) -> str:
+    """Cancel a job: "cancelled" when it had not started (its message is revoked), "stopping" when it runs (its
+    worker stops it within `STOP_POLL_SECONDS` of its next step and it ends cancelled), "ended" when it had
+    already ended (`job.status` says how). A claim that comes between the two updates finds a running job
+    that the second one flags."""
+    if CheckpointJob.objects.filter(pk=job.pk, status=Status.QUEUED).update(status=Status.CANCELLED,
+                                                                            finished_at=timezone.now()):
+        revoke(task_id(job.pk))
+        return Status.CANCELLED
+    if CheckpointJob.objects.filter(pk=job.pk, status=Status.RUNNING).update(stop_requested=True):
+        return "stopping"
+    job.refresh_from_db(fields=["status"])
+    return "ended"
 
 
 def record_video(job: CheckpointJob, agent, should_stop) -> tuple[Video | None, dict]:

@@ -332,6 +332,7 @@ class CheckpointJob(models.Model):
         RUNNING = "running"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
+        CANCELLED = "cancelled"
 
     checkpoint = models.ForeignKey(Checkpoint, on_delete=models.CASCADE, related_name="jobs")
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -342,6 +343,7 @@ class CheckpointJob(models.Model):
     video = models.ForeignKey(Video, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     error = models.TextField(blank=True)
     worker_node = models.CharField(max_length=200, blank=True)
+    stop_requested = models.BooleanField(default=False, help_text="cancel pressed while it ran: its worker stops it")
     created = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -354,4 +356,4 @@ class CheckpointJob(models.Model):
 
     @property
     def is_finished(self) -> bool:
-        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)
+        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED)

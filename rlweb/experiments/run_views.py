@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.core.handlers.asgi import ASGIRequest
 from django.http import JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 
 from rlweb.experiments import checkpoint_jobs, files, history, live, queues
 from rlweb.experiments.checkpoint_jobs import CheckpointJobForm
@@ -56,6 +56,27 @@ def run_jobs(request, run_id: int):
     for name, errors in answer.get("errors", {}).items():
         for message in errors:
             messages.error(request, f"{name}: {message}".lstrip(": "))
+    return redirect(run.get_absolute_url() + "#checkpoint-jobs")
+
+
+CANCEL_MESSAGES = {
+    CheckpointJob.Status.CANCELLED: "Cancelled before a worker took it.",
+    "stopping": "Stopping: its worker ends it within a second.",
+}
+
+
+@require_POST
+def run_job_cancel(request, run_id: int):
+    """Cancel one of the run's checkpoint jobs (`job`, its Cancel button). The page's script gets JSON {"outcome":
+    "cancelled" | "stopping" | "ended"} and fetches the list again; a plain form post gets a message and the run
+    page back."""
+    run = owned_run(request, run_id)
+    job_id = request.POST.get("job", "")
+    job = get_object_or_404(CheckpointJob, pk=int(job_id) if job_id.isdigit() else 0, checkpoint__run=run)
+    outcome = checkpoint_jobs.cancel(job)
+    if "application/json" in request.headers.get("Accept", ""):
+        return JsonResponse({"outcome": outcome})
+    messages.info(request, CANCEL_MESSAGES.get(outcome, f"This job has already ended ({job.status})."))
     return redirect(run.get_absolute_url() + "#checkpoint-jobs")
 
 

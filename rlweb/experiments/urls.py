@@ -17,6 +17,7 @@ urlpatterns = [
     path("runs/<int:run_id>/notes/", views.run_notes, name="run-notes"),
     path("runs/<int:run_id>/change/", views.run_change, name="run-change"),
     path("runs/<int:run_id>/jobs/", run_views.run_jobs, name="run-jobs"),
+    path("runs/<int:run_id>/jobs/cancel/", run_views.run_job_cancel, name="run-job-cancel"),
     path("runs/<int:run_id>/events.json", run_views.run_events, name="run-events"),
     path("runs/<int:run_id>/stream", run_views.run_stream, name="run-stream"),
     path("runs/<int:run_id>/history.json", run_views.run_history, name="run-history"),

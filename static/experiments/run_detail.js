@@ -18,7 +18,7 @@
   // unless the page was drawn before a worker claimed it; earlier attempts' seconds do not change meanwhile.
   const earlierSeconds = Number(page.dataset.earlierSeconds);
   const attempts = Number(page.dataset.attempts) + (page.dataset.status === "queued" ? 1 : 0);
-  const finishedStatuses = ["succeeded", "failed", "cancelled", "lost"];
+  const finishedStatuses = ["succeeded", "failed", "cancelled", "lost", "pruned"];
   const metricKinds = ["episode", "train", "eval", "time"];
   const logKinds = ["started", "checkpoint", "video", "eval", "hyperparameters", "finished", "failed"];
   // charts in this order first, the rest by name
@@ -391,7 +391,8 @@
       case "hyperparameters":
         return values.error ? `change refused: ${values.error}` : `changed ${changeText(values)}`;
       case "finished":
-        return `finished: ${values.status}` + (isNumber(values.seconds) ? ` after ${values.seconds.toFixed(1)} s` : "");
+        return `finished: ${values.status}` + (isNumber(values.seconds) ? ` after ${values.seconds.toFixed(1)} s` : "") +
+          (values.reason ? ` (${values.reason})` : "");
       case "failed":
         return `failed: ${values.error}`;
       default:
@@ -598,7 +599,8 @@
 
   // --- jobs on checkpoints ---------------------------------------------------------------------------
 
-  // The form posts in the background; the job list is fetched again every 2 s while a job is unfinished.
+  // The form posts in the background; the job list is fetched again every 2 s while a job is unfinished. A job's
+  // Cancel button posts in the background too (the list is replaced on each fetch, so its section listens).
   function listenToJobForm() {
     const form = document.getElementById("checkpoint-job-form");
     const status = document.getElementById("checkpoint-job-status");
@@ -636,6 +638,15 @@
       showErrors(answer.errors || {});
       status.textContent = response.ok ? "asked: a worker of the run's queue does it" : "";
       if (response.ok) refreshJobs();
+    });
+    form.parentElement.addEventListener("submit", async (submit) => {
+      if (!submit.target.matches("form.job-cancel")) return;
+      submit.preventDefault();
+      submit.target.querySelector("button").disabled = true;
+      const response = await fetch(submit.target.action, {method: "POST", body: new FormData(submit.target),
+                                                          headers: {Accept: "application/json"}});
+      if (!response.ok) status.textContent = `could not cancel: HTTP ${response.status}`;
+      refreshJobs();
     });
     if (document.getElementById("checkpoint-jobs").dataset.unfinished === "1") polling = setTimeout(refreshJobs, 2000);
   }

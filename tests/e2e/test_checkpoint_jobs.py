@@ -1,7 +1,8 @@
 """Jobs on a checkpoint from the run page, in a real browser against the real stack: once the run has
 checkpoints, "Act on a checkpoint" evaluates one for N episodes or records a video of it on the run's worker;
-the list shows the job waiting, then its return or a video that plays; a bad value is refused next to the form.
-Screenshot: docs/screenshots/run-checkpoint-jobs.png."""
+the list shows the job waiting, then its return or a video that plays; a bad value is refused next to the form;
+an unfinished job has a Cancel button. Screenshots: docs/screenshots/run-checkpoint-jobs.png and
+run-checkpoint-job-cancel.png."""
 
 from __future__ import annotations
 
@@ -73,4 +74,48 @@ def test_a_checkpoint_is_evaluated_and_filmed_from_the_run_page(site, browser):
     page.locator("#checkpoint-job-form").scroll_into_view_if_needed()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "run-checkpoint-jobs.png"), full_page=True)
+    assert not errors
+
+
+def test_a_job_waiting_behind_its_training_run_is_cancelled_from_the_page(site_stack, site, browser):
+    """The worker trains the run, so a job asked meanwhile waits in the queue: its Cancel button ends it at once,
+    and once the run is over the worker skips its message (revoked) instead of doing it."""
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.set_default_timeout(30_000)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    site_stack.orm("""
+        from rlweb.accounts.models import SiteSettings
+        result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
+    """)  # the first sign-up of the site closed it
+    sign_up(page, site, "canceller", PASSWORD)
+    launch_experiment(page, site, "Cancel a job", {**TRAINING, "total_steps": "200000", "checkpoint_interval": "500"})
+    page.wait_for_selector("#checkpoint-job-form:not([hidden])", timeout=240_000)  # the first checkpoint, live
+    page.fill("#id_episodes", "5")
+    page.click("#checkpoint-job-form button[type=submit]")
+    page.wait_for_selector("#checkpoint-jobs li[data-status=queued] form.job-cancel button")
+    page.select_option("#id_kind", "video")
+    page.click("#checkpoint-job-form button[type=submit]")
+    page.wait_for_function("document.querySelectorAll('#checkpoint-jobs li[data-status=queued]').length === 2")
+    assert all("which trains this run first" in row["result"] for row in job_rows(page))
+    page.click("#checkpoint-jobs li[data-status=queued] form.job-cancel button")  # the newest: the video
+    page.wait_for_selector("#checkpoint-jobs li[data-status=cancelled]")
+    video, evaluation = job_rows(page)
+    assert (video["job"], video["status"], video["result"]) == ("video", "cancelled", "cancelled before a worker took it")
+    assert evaluation["status"] == "queued" and page.locator("#checkpoint-jobs form.job-cancel").count() == 1
+    card = page.locator("section.card", has=page.locator("#checkpoint-jobs"))
+    card.scroll_into_view_if_needed()
+    card.screenshot(path=str(SCREENSHOTS / "run-checkpoint-job-cancel.png"))
+
+    page.click("#checkpoint-jobs li[data-status=queued] form.job-cancel button")
+    page.wait_for_function("document.querySelectorAll('#checkpoint-jobs li[data-status=cancelled]').length === 2")
+    assert page.locator("#checkpoint-jobs form.job-cancel").count() == 0
+    assert page.get_attribute("#checkpoint-jobs", "data-unfinished") == "0"
+
+    page.click("#cancel-form button[type=submit]")  # the run ends; its worker is free for the revoked message
+    page.wait_for_function("document.getElementById('run-status').textContent.trim() === 'cancelled'",
+                           timeout=120_000)
+    page.wait_for_timeout(3000)
+    page.reload()
+    assert [row["status"] for row in job_rows(page)] == ["cancelled", "cancelled"]
     assert not errors

@@ -28,6 +28,12 @@ def queued_jobs(live_redis, queue: str) -> list[int]:
             if message["headers"]["task"] == checkpoint_jobs.JOB_TASK]
 
 
+def job_task_ids(live_redis, queue: str) -> list[str]:
+    """The task ids of the checkpoint-job messages waiting in `queue`."""
+    return [json.loads(raw)["headers"]["id"] for raw in live_redis.lrange(queue, 0, -1)
+            if json.loads(raw)["headers"]["task"] == checkpoint_jobs.JOB_TASK]
+
+
 def ask(client, run: Run, commit, **data):
     with commit(execute=True):
         return client.post(reverse("run-jobs", args=[run.pk]), data, **JSON)
@@ -186,3 +192,142 @@ def test_a_job_that_takes_too_long_is_stopped_and_says_so(trained_run, final, mo
     job.refresh_from_db()
     assert "longer than 0 minutes" in job.error and job.video is None
     assert not Video.objects.filter(run=trained_run, step=final.step, file__contains="job").exists()
+
+
+# --- cancelling a job from the page -------------------------------------------------------------------------
+
+def revoked(broadcasts) -> list[str]:
+    """The task ids of the revoke commands published to the workers since `broadcasts` subscribed."""
+    ids = []
+    while (message := broadcasts.get_message(timeout=1)) is not None:
+        if message["type"] == "pmessage" and message["channel"].endswith("celery.pidbox"):
+            command = json.loads(base64.b64decode(json.loads(message["data"])["body"]))
+            if command["method"] == "revoke":
+                ids.append(command["arguments"]["task_id"])
+    return ids
+
+
+def cancel(client, run: Run, job: CheckpointJob | None, **headers):
+    return client.post(reverse("run-job-cancel", args=[run.pk]), {"job": job.pk} if job else {}, **headers)
+
+
+def test_a_queued_job_cancelled_from_the_page_ends_at_once_its_message_is_revoked_and_a_worker_skips_it(
+        owner_client, trained_run, final, live_redis, django_capture_on_commit_callbacks):
+    ask(owner_client, trained_run, django_capture_on_commit_callbacks, checkpoint=final.pk, kind="evaluate",
+        episodes="5")
+    job = CheckpointJob.objects.get()
+    fragment = owner_client.get(reverse("run-jobs", args=[trained_run.pk])).content.decode()
+    assert f'action="{reverse("run-job-cancel", args=[trained_run.pk])}" class="job-cancel"' in fragment
+    assert f'<input type="hidden" name="job" value="{job.pk}">' in fragment
+    broadcasts = live_redis.pubsub()
+    broadcasts.psubscribe("*")  # celery's control commands (revoke) are published to the workers' pidbox
+    assert revoked(broadcasts) == []
+
+    response = cancel(owner_client, trained_run, job, **JSON)
+    assert response.status_code == 200 and response.json() == {"outcome": "cancelled"}
+    job.refresh_from_db()
+    assert job.status == "cancelled" and job.finished_at and job.started_at is None and not job.stop_requested
+    assert revoked(broadcasts) == [checkpoint_jobs.task_id(job.pk)]
+    broadcasts.close()
+    assert job_task_ids(live_redis, "cpu") == [checkpoint_jobs.task_id(job.pk)]  # the message it revoked
+    assert checkpoint_job(job.pk) == "skipped"  # the message a worker may still get does nothing
+    job.refresh_from_db()
+    assert job.status == "cancelled"
+    page = owner_client.get(reverse("run-detail", args=[trained_run.pk])).content.decode()
+    assert "cancelled before a worker took it" in page and 'class="job-cancel"' not in page
+    assert 'data-unfinished="0"' in page
+    # a finished job frees its place: a run takes three unfinished ones at a time
+    assert checkpoint_jobs.unfinished(trained_run) == 0
+
+
+def test_a_running_job_reads_the_cancel_at_its_next_step_and_ends_cancelled_without_a_result(
+        owner_client, trained_run, final, monkeypatch):
+    job = CheckpointJob.objects.create(checkpoint=final, kind="evaluate", episodes=100)
+    asked = {}
+    load_agent = Checkpoint.load_agent
+
+    def load_then_cancel(checkpoint, *args, **kwargs):  # the worker has claimed the job: cancel it from the page
+        agent = load_agent(checkpoint, *args, **kwargs)
+        asked["answer"] = cancel(owner_client, trained_run, job, **JSON).json()
+        asked["page"] = owner_client.get(reverse("run-jobs", args=[trained_run.pk])).content.decode()
+        steps = agent.predict
+        asked["steps"] = 0
+
+        def counted(*args, **kwargs):
+            asked["steps"] += 1
+            return steps(*args, **kwargs)
+
+        agent.predict = counted
+        return agent
+
+    monkeypatch.setattr(Checkpoint, "load_agent", load_then_cancel)
+    assert checkpoint_job(job.pk) == "cancelled"
+    assert asked["answer"] == {"outcome": "stopping"}
+    assert "stopping…" in asked["page"] and 'class="job-cancel"' not in asked["page"]
+    assert asked["steps"] == 0  # the flag is read before the first step
+    job.refresh_from_db()
+    assert (job.status, job.result, job.error, job.stop_requested) == ("cancelled", {}, "", True)
+    assert job.finished_at >= job.started_at
+    page = owner_client.get(reverse("run-detail", args=[trained_run.pk])).content.decode()
+    assert f"cancelled while it ran on {job.worker_node}" in page
+
+
+@pytest.mark.parametrize("kind", ["evaluate", "video"])
+def test_a_running_job_reads_its_cancel_flag_every_quarter_second_between_steps(trained_run, final, monkeypatch,
+                                                                                kind):
+    job = CheckpointJob.objects.create(checkpoint=final, kind=kind, episodes=100)
+    stop_checks = []
+    original = checkpoint_jobs.StopCheck.__call__
+
+    def checked(stop):
+        answer = original(stop)
+        stop_checks.append(stop.read_at)
+        if len(stop_checks) == 3:  # the cancel comes after a few steps: read at the first check past the poll
+            CheckpointJob.objects.filter(pk=job.pk).update(stop_requested=True)
+            monkeypatch.setattr(checkpoint_jobs, "STOP_POLL_SECONDS", 0)
+        return answer
+
+    monkeypatch.setattr(checkpoint_jobs, "STOP_POLL_SECONDS", 3600)  # read once, at the first step
+    monkeypatch.setattr(checkpoint_jobs.StopCheck, "__call__", checked)
+    assert checkpoint_job(job.pk) == "cancelled"
+    assert len(stop_checks) == 4 and len(set(stop_checks[:3])) == 1
+    assert not Video.objects.filter(run=trained_run, file__contains="job").exists()
+
+
+def test_cancelling_an_ended_job_changes_nothing(owner_client, trained_run, final):
+    job = CheckpointJob.objects.create(checkpoint=final, kind="evaluate", episodes=1)
+    assert checkpoint_job(job.pk) == "succeeded"
+    assert cancel(owner_client, trained_run, job, **JSON).json() == {"outcome": "ended"}
+    job.refresh_from_db()
+    assert job.status == "succeeded" and not job.stop_requested
+
+
+def test_a_stranger_cannot_cancel_a_job_and_a_job_is_cancelled_only_through_its_own_run(
+        owner_client, stranger_client, trained_run, final, make_experiment):
+    job = CheckpointJob.objects.create(checkpoint=final, kind="video")
+    assert cancel(stranger_client, trained_run, job, **JSON).status_code == 404
+    other_run = Run.objects.create(experiment=make_experiment(name="other"), seed=0, total_steps=1, task_id="o")
+    assert cancel(owner_client, other_run, job, **JSON).status_code == 404
+    assert owner_client.get(reverse("run-job-cancel", args=[trained_run.pk])).status_code == 405
+    assert cancel(owner_client, trained_run, None, **JSON).status_code == 404
+    assert owner_client.post(reverse("run-job-cancel", args=[trained_run.pk]), {"job": "1; drop"}).status_code == 404
+    job.refresh_from_db()
+    assert job.status == "queued"
+
+
+def test_the_cancel_button_posts_with_the_pages_csrf_token(owner, trained_run, final):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(owner)
+    job = CheckpointJob.objects.create(checkpoint=final, kind="video")
+    assert cancel(client, trained_run, job, **JSON).status_code == 403
+    page = client.get(reverse("run-detail", args=[trained_run.pk])).content.decode()
+    form = re.search(r'<form method="post" action="([^"]+)" class="job-cancel">\s*<input type="hidden" '
+                     r'name="csrfmiddlewaretoken" value="([^"]+)">\s*<input type="hidden" name="job" value="(\d+)">', page)
+    assert form and form[1] == reverse("run-job-cancel", args=[trained_run.pk]) and form[3] == str(job.pk)
+    response = client.post(form[1], {"csrfmiddlewaretoken": form[2], "job": form[3]}, follow=True)
+    assert response.redirect_chain[-1][0] == reverse("run-detail", args=[trained_run.pk]) + "#checkpoint-jobs"
+    assert "Cancelled before a worker took it." in response.content.decode()
+    job.refresh_from_db()
+    assert job.status == "cancelled"
