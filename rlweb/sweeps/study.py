@@ -108,9 +108,13 @@ def load_study(sweep: Sweep, draw: int | None = None):
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     config = config_of(sweep)
     sampler = make_sampler(config, draw) if draw is not None else optuna.samplers.RandomSampler(seed=sweep.seed)
-    return optuna.create_study(study_name=sweep.study_name, storage=storage_at(storage_url()),
-                               direction=sweep.direction, sampler=sampler, pruner=make_pruner(config),
-                               load_if_exists=True)
+    storage = storage_at(storage_url())
+    try:
+        return optuna.load_study(study_name=sweep.study_name, storage=storage, sampler=sampler,
+                                 pruner=make_pruner(config))
+    except KeyError:  # its creation did not get this far (the database went away just after the sweep's row)
+        return optuna.create_study(study_name=sweep.study_name, storage=storage, direction=sweep.direction,
+                                   sampler=sampler, pruner=make_pruner(config), load_if_exists=True)
 
 
 def grid_size(space: list[dict]) -> int:

@@ -175,3 +175,14 @@ def test_a_stranger_cannot_see_or_steer_another_users_sweep(owner_client, strang
     assert response.status_code == 404
     sweep.refresh_from_db()
     assert (sweep.status, sweep.trials) == ("running", 3)
+
+
+def test_a_sweep_whose_study_was_never_made_gets_one_when_its_page_is_opened(owner_client, owner):
+    sweep = Sweep.objects.create(owner=owner, name="half made", algorithm="dqn", env_id="CartPole-v1", total_steps=300,
+                                 eval_interval=100, trials=2, parallel=1, device="cpu", fixed=dict(TINY_DQN),
+                                 space=[{"name": "learning_rate", "type": "float", "low": 1e-4, "high": 1e-2,
+                                         "log": True}])
+    assert owner_client.get(sweep.get_absolute_url()).status_code == 200
+    data = owner_client.get(reverse("sweep-data", args=[sweep.pk])).json()
+    assert len(data["trials"]) == 1 and data["trials"][0]["state"] == "running"
+    assert owner_client.get(reverse("sweep-figures", args=[sweep.pk])).status_code == 200
