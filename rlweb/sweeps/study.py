@@ -392,6 +392,27 @@ def extend(sweep: Sweep, more: int) -> None:
     advance(sweep.pk)
 
 
+def delete(sweep: Sweep) -> int:
+    """Delete an ended sweep with its trials' experiments (their runs, events, checkpoints and videos) and its
+    Optuna study. Refused while it runs or a trial's run is queued or running: returns how many such runs there
+    are (0 once deleted)."""
+    import optuna
+
+    if sweep.is_active:
+        return max(1, Run.objects.filter(experiment__sweep_trial__sweep=sweep, status__in=Run.ACTIVE).count())
+    for trial in sweep.trial_set.select_related("experiment"):
+        if trial.experiment is not None:
+            active = lifecycle.delete_experiment(trial.experiment)
+            if active:
+                return active
+    try:
+        optuna.delete_study(study_name=sweep.study_name, storage=storage_at(storage_url()))
+    except KeyError:  # never made
+        pass
+    sweep.delete()
+    return 0
+
+
 def best_trial(sweep: Sweep) -> Trial | None:
     done = sweep.trial_set.filter(state=Trial.State.COMPLETE, value__isnull=False)
     return done.order_by("value" if sweep.direction == "minimize" else "-value", "number").first()

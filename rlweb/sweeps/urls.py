@@ -10,5 +10,6 @@ urlpatterns = [
     path("<int:sweep_id>/figures.json", views.sweep_figures, name="sweep-figures"),
     path("<int:sweep_id>/cancel/", views.sweep_cancel, name="sweep-cancel"),
     path("<int:sweep_id>/extend/", views.sweep_extend, name="sweep-extend"),
+    path("<int:sweep_id>/delete/", views.sweep_delete, name="sweep-delete"),
     path("<int:sweep_id>/launch-best/", views.sweep_launch_best, name="sweep-launch-best"),
 ]

@@ -71,6 +71,16 @@ def sweep_cancel(request, sweep_id: int):
 
 
 @require_POST
+def sweep_delete(request, sweep_id: int):
+    sweep = owned_sweep(request, sweep_id)
+    if study.delete(sweep):
+        messages.error(request, "Cancel the sweep, and wait for its runs to stop, before deleting it.")
+        return redirect(sweep)
+    messages.success(request, f"Deleted the sweep “{sweep.name}” and its trials.")
+    return redirect("sweep-list")
+
+
+@require_POST
 def sweep_extend(request, sweep_id: int):
     sweep = owned_sweep(request, sweep_id)
     form = ExtendForm(request.POST)

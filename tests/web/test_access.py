@@ -105,7 +105,7 @@ def assert_nothing_changed(world):
     assert set(get_user_model().objects.values_list("username", flat=True)) == {"owner", "stranger", "admin"}
     assert not SiteSettings.current().signup_open
     assert set(Experiment.objects.values_list("owner__username", flat=True)) == {"owner"}
-    sweep = Sweep.objects.get(pk=world["sweep"].pk)  # neither cancelled nor extended, and no best launched
+    sweep = Sweep.objects.get(pk=world["sweep"].pk)  # neither cancelled, extended nor deleted, and no best launched
     assert (sweep.status, sweep.trials, Experiment.objects.count()) == ("running", 20, 1)
 
 

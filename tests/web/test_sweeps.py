@@ -163,12 +163,28 @@ def test_cancel_stops_the_trials_and_extend_adds_more(owner_client):
     assert sweep.status == "finished" and sweep.trial_set.count() == 6
 
 
+def test_an_ended_sweep_is_deleted_with_its_trials_and_study_and_a_running_one_is_not(owner_client):
+    owner_client.post(reverse("sweep-new"), sweep_form(trials="2"))
+    sweep = Sweep.objects.get()
+    response = owner_client.post(reverse("sweep-delete", args=[sweep.pk]))
+    assert response["Location"] == sweep.get_absolute_url() and Sweep.objects.exists()  # it runs: refused
+    train_queued(sweep)
+    response = owner_client.post(reverse("sweep-delete", args=[sweep.pk]))
+    assert response["Location"] == reverse("sweep-list")
+    assert not Sweep.objects.exists() and not Trial.objects.exists() and not Experiment.objects.exists()
+    import optuna
+
+    assert sweep.study_name not in [summary.study_name for summary in optuna.get_all_study_summaries(
+        study.storage_at(study.storage_url()))]
+
+
 def test_a_stranger_cannot_see_or_steer_another_users_sweep(owner_client, stranger_client):
     owner_client.post(reverse("sweep-new"), sweep_form())
     sweep = Sweep.objects.get()
     for name in ("sweep-detail", "sweep-data", "sweep-figures"):
         assert stranger_client.get(reverse(name, args=[sweep.pk])).status_code == 404
-    for name, data in (("sweep-cancel", {}), ("sweep-extend", {"more": "5"}), ("sweep-launch-best", {"seeds": "1"})):
+    for name, data in (("sweep-cancel", {}), ("sweep-extend", {"more": "5"}), ("sweep-launch-best", {"seeds": "1"}),
+                       ("sweep-delete", {})):
         assert stranger_client.post(reverse(name, args=[sweep.pk]), data).status_code == 404
     assert "lr sweep" not in stranger_client.get(reverse("sweep-list")).content.decode()
     response = stranger_client.get(reverse("sweep-new") + f"?around={sweep.trial_set.first().experiment_id}")
