@@ -143,6 +143,9 @@ class PolicyGradientAgent(Agent):
             actions = self.network.distribution(torch.as_tensor(observations, device=self.device)).sample()
         return actions.cpu().numpy()
 
+    def running_statistics(self) -> list:
+        return [normalizer.stats for normalizer in (self.obs_normalizer, self.reward_normalizer) if normalizer]
+
     def extra_state(self) -> dict:
         state = {}
         if self.obs_normalizer is not None:
@@ -194,7 +197,7 @@ class PolicyGradientAgent(Agent):
                 with torch.no_grad():
                     buffer.set_final_values(cut, network.values(final)[:, 0].cpu().numpy())
             observations = next_observations
-            keep_going = runner.advance(num_envs)
+            keep_going = runner.advance(num_envs * self.group.size)  # every process steps as many
         if not buffer.full:
             return observations, None, keep_going
         # the policy did not change during the rollout: one batched pass gives every step's V(s_t) and

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from trainer import distributed
 from trainer.checkpoint import save_checkpoint
 from trainer.envs import env_spaces, make_env, make_vector_env
 from trainer.events import Sink
@@ -115,6 +116,8 @@ class Agent:
         # the run's clock: seconds trained up to steps_done, across learn() calls and resumes (event times
         # go on from it, so a resumed run's wall-time axis continues from its checkpoint)
         self.seconds_trained = 0.0
+        # this process's place in the run: one of several when the run trains on several (trainer/distributed.py)
+        self.group = distributed.current_group()
         self.rng = seed_everything(self.seed)
         self.modules: dict[str, torch.nn.Module] = {}
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
@@ -132,12 +135,28 @@ class Agent:
         """The training loop; calls `runner.advance(n)` after every env step and stops when it says so."""
         raise NotImplementedError
 
+    @property
+    def local_envs(self) -> int:
+        """The envs this process steps: the config's `num_envs`, split between the run's processes."""
+        return self.config.num_envs // self.group.size
+
+    def seed_process(self) -> None:
+        """Seed this process's random numbers (actions sampled, minibatch order) apart from the other processes' of a
+        run on several; process 0 draws as a one-process run does."""
+        self.rng = seed_everything(self.seed + self.group.seed_offset)
+
+    def running_statistics(self) -> list:
+        """The RunningMeanStd statistics this agent keeps while it trains (normalisation), which the processes of a
+        run on several merge at every update."""
+        return []
+
     @contextlib.contextmanager
     def training_envs(self, num_envs: int):
         """`(envs, first observations)` for `train()`, closed when it ends however it ends. A resumed run seeds
-        them from its step count, so that it does not play again the episodes it has played. They are stepped
-        as the config's `vectorization` says (sync where it has none)."""
-        seed = self.seed + self.steps_done
+        them from its step count, so that it does not play again the episodes it has played; each process of a run
+        on several seeds its own apart. They are stepped as the config's `vectorization` says (sync where it has
+        none)."""
+        seed = self.seed + self.group.seed_offset + self.steps_done
         envs = make_vector_env(self.env_id, num_envs, seed=seed,
                                vectorization=getattr(self.config, "vectorization", "sync"))
         try:
@@ -194,17 +213,26 @@ class Agent:
 
     def learn(self, total_steps: int, sink: Sink | None = None, eval_interval: int = 0, eval_episodes: int = 5,
               checkpoint_interval: int = 0, checkpoint_dir: str | Path | None = None, end_step: int | None = None,
-              log_interval: int = 0, video_interval: int = 0, video_dir: str | Path | None = None) -> dict:
+              log_interval: int = 0, video_interval: int = 0, video_dir: str | Path | None = None,
+              hosts: distributed.Hosts | None = None) -> dict:
         """Train for `total_steps` more env steps (or up to `end_step`, for a resumed run) and return a
         summary. Evaluation and checkpoints happen every `eval_interval`/`checkpoint_interval` steps
         (0 turns them off); a final evaluation and checkpoint always happen when a folder is given. Every
         `video_interval` steps and at the end, one greedy episode is written as an mp4 into `video_dir`
         (default: `checkpoint_dir`). Denormal floats count as zero while it trains (`denormals_flushed`), and the
-        process keeps the memory it frees (`keep_freed_memory`)."""
-        runner = Runner(self, end_step=end_step if end_step is not None else self.steps_done + total_steps,
-                        sink=sink, eval_interval=eval_interval, eval_episodes=eval_episodes,
-                        checkpoint_interval=checkpoint_interval, checkpoint_dir=checkpoint_dir,
-                        log_interval=log_interval, video_interval=video_interval, video_dir=video_dir)
+        process keeps the memory it frees (`keep_freed_memory`). With `processes` > 1 in the config, the run trains
+        on that many processes (trainer/distributed.py; `hosts` for several hosts), and this agent then holds their
+        final state."""
+        options = dict(end_step=end_step if end_step is not None else self.steps_done + total_steps,
+                       eval_interval=eval_interval, eval_episodes=eval_episodes,
+                       checkpoint_interval=checkpoint_interval, checkpoint_dir=checkpoint_dir,
+                       log_interval=log_interval, video_interval=video_interval, video_dir=video_dir)
+        if getattr(self.config, "processes", 1) > 1 and self.group.size == 1:
+            return distributed.learn(self, sink, options, hosts)
+        return self.run(Runner(self, sink=sink, **options))
+
+    def run(self, runner: Runner) -> dict:
+        """`runner.run()`, with denormal floats counted as zero and the memory freed kept (see `learn`)."""
         keep_freed_memory()
         with denormals_flushed():
             return runner.run()

@@ -447,32 +447,44 @@ class RolloutBuffer:
         for _, batch in self.epochs(1, batch_size, rng, normalize_advantages):
             yield batch
 
-    def epochs(self, n_epochs: int, batch_size: int, rng: np.random.Generator, normalize_advantages: bool = False):
+    def epochs(self, n_epochs: int, batch_size: int, rng: np.random.Generator, normalize_advantages: bool = False,
+               group=None):
         """(epoch, minibatch) for `n_epochs` passes over the rollout, each in a new random order.
 
         With `normalize_advantages` each minibatch's advantages have zero mean and unit std (per minibatch,
         as in SB3 and CleanRL; a minibatch of one is left alone). When one minibatch holds the whole rollout,
         it is built and normalised once and handed out every epoch: the order of its rows changes nothing.
+
+        In a run on several processes (`group`, trainer/distributed.py) this buffer is this process's share of the
+        rollout, and the k-th minibatch of every process together make the run's k-th minibatch: its advantages are
+        normalised with the mean and std of all its parts, as one process would on the whole (the statistics of a
+        whole epoch's minibatches are summed over the processes at once, at the start of the epoch).
         """
         tensors = self._flat_tensors()
         size = self.num_steps * self.num_envs
+        together = normalize_advantages and group is not None and group.size > 1
 
-        def batch_of(parts):
-            if normalize_advantages and len(parts[5]) > 1:
-                advantages = parts[5]
+        def batch_of(parts, statistics=None):
+            advantages = parts[5]
+            if statistics is not None:  # (mean, std, size) of the run's minibatch, over every process's part
+                mean, std, count = statistics
+                if count > 1:
+                    parts = [*parts[:5], (advantages - mean) / (std + 1e-8), *parts[6:]]
+            elif normalize_advantages and len(advantages) > 1:
                 parts = [*parts[:5], (advantages - advantages.mean()) / (advantages.std() + 1e-8), *parts[6:]]
             return RolloutBatch(*parts)
 
         if batch_size >= size:
-            everything = batch_of(tensors)
+            everything = batch_of(tensors, group.minibatch_statistics(tensors[5], size)[0] if together else None)
             for epoch in range(n_epochs):
                 yield epoch, everything
             return
         for epoch in range(n_epochs):
             order = torch.as_tensor(rng.permutation(size), device=self.device)
-            for start in range(0, size, batch_size):
+            statistics = group.minibatch_statistics(tensors[5][order], batch_size) if together else None
+            for number, start in enumerate(range(0, size, batch_size)):
                 index = order[start:start + batch_size]
-                yield epoch, batch_of([t[index] for t in tensors])
+                yield epoch, batch_of([t[index] for t in tensors], statistics[number] if together else None)
 
 
 class Episode(NamedTuple):

@@ -268,8 +268,9 @@ def flattened_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[int,
     return fitted_state, fitted_groups
 
 
-def load_checkpoint(path: str | Path, device: str = "auto"):
-    """An agent restored from `path`, ready to `predict`, `evaluate` or go on learning.
+def load_checkpoint(path: str | Path, device: str = "auto", into=None):
+    """An agent restored from `path`, ready to `predict`, `evaluate` or go on learning; with `into`, that agent (of
+    the same algorithm: a run on several processes takes back the state its process 0 ended with) instead of a new one.
 
     Everything is checked before anything big is made: the config's fields, its env id (nothing is
     imported, `trainer.envs.check_env_id`), its hyperparameters, its memory estimate, then the weights'
@@ -288,9 +289,15 @@ def load_checkpoint(path: str | Path, device: str = "auto"):
         spec.check_spaces(observation_space, action_space)
         estimate = check_memory(spec, hyperparameters, observation_space, action_space, config["env_id"])
         tensors = read_tensors(archive, model_bytes_limit(estimate), estimate.shapes, config["hyperparameters"])
-    agent = spec.agent_class(config["env_id"], hyperparameters, seed=config.get("seed", 0), device=device,
-                             observation_space=observation_space, action_space=action_space)
-    agent.name = spec.name
+    if into is None:
+        agent = spec.agent_class(config["env_id"], hyperparameters, seed=config.get("seed", 0), device=device,
+                                 observation_space=observation_space, action_space=action_space)
+        agent.name = spec.name
+    elif into.name != spec.name:
+        raise CheckpointError(f"a {spec.name} checkpoint cannot be loaded into a {into.name} agent")
+    else:
+        agent = into
+        agent.config.__dict__.update(hyperparameters.__dict__)  # changed while it trained, by then
     for module_name, module in agent.modules.items():
         prefix = f"{module_name}."
         state = {key[len(prefix):]: value for key, value in tensors.items() if key.startswith(prefix)}

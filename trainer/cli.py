@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import trainer
+from trainer.distributed import Hosts
 from trainer.events import JsonLinesSink, MultiSink, ProgressBarSink
 
 
@@ -37,7 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--preset", default="auto",
                        help="auto (the settings tuned for this environment, where there are some), none (the "
                             "algorithm's defaults), or a name from `presets ALGO`")
-    train.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    train.add_argument("--threads", type=int, default=1, help="torch CPU threads (of a run on one process)")
+    train.add_argument("--processes", type=int, default=None,
+                       help="train on this many processes (the `processes` hyperparameter; docs/distributed.md)")
+    train.add_argument("--nodes", type=int, default=1,
+                       help="hosts that train the run together, each running this same command (default 1)")
+    train.add_argument("--rdzv-endpoint", default="", metavar="HOST:PORT",
+                       help="with --nodes: where the hosts meet (a free port on one of them, reachable from all)")
+    train.add_argument("--rdzv-id", default="", help="with --nodes: the run's name at the endpoint, the same on all")
 
     presets = commands.add_parser("presets", help="list an algorithm's presets, or the one an environment gets")
     presets.add_argument("algorithm")
@@ -135,6 +143,9 @@ def _train(args) -> int:
         _check_range(name.replace("_", "-"), getattr(args, name), 0, MAX_STEPS)
     _check_range("eval-episodes", args.eval_episodes, 1, MAX_EPISODES)
     _check_range("threads", args.threads, 1, 1024)
+    _check_range("nodes", args.nodes, 1, 1024)
+    if args.nodes > 1 and not (args.rdzv_endpoint and args.rdzv_id):
+        raise ValueError("--nodes needs --rdzv-endpoint HOST:PORT and --rdzv-id NAME, the same on every host")
     torch.set_num_threads(args.threads)
     hyperparameters = {}
     for item in args.set:
@@ -142,11 +153,19 @@ def _train(args) -> int:
         if not separator:
             raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
         hyperparameters[key.strip()] = value
+    if args.processes is not None:
+        if "processes" in hyperparameters:
+            raise ValueError("give the processes once: --processes N or --set processes=N")
+        hyperparameters["processes"] = args.processes
     trainer.get_spec(args.algorithm)
     preset = trainer.presets.resolve(args.algorithm, args.env_id, args.preset)
     print(f"preset: {describe(preset)}", file=sys.stderr)
     agent = trainer.make(args.algorithm, args.env_id, seed=args.seed, device=args.device,
                          preset=preset.name if preset else None, **hyperparameters)
+    processes = getattr(agent.config, "processes", 1)
+    if args.nodes > 1 and processes % args.nodes:
+        raise ValueError(f"--nodes {args.nodes} needs processes (all hosts together) to be a multiple of it, got "
+                         f"{processes}")
     for note in agent.notes():
         print(f"note: {note}", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -154,7 +173,8 @@ def _train(args) -> int:
     try:
         summary = agent.learn(args.total_steps, sink=sink, eval_interval=args.eval_interval,
                               eval_episodes=args.eval_episodes, checkpoint_interval=args.checkpoint_interval,
-                              checkpoint_dir=args.out, video_interval=args.video_interval)
+                              checkpoint_dir=args.out, video_interval=args.video_interval,
+                              hosts=Hosts(args.nodes, args.rdzv_endpoint, args.rdzv_id) if args.nodes > 1 else None)
     finally:
         sink.close()
     print(json.dumps(summary))

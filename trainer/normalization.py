@@ -59,9 +59,17 @@ class ObservationNormalizer:
         self._refresh()
 
     def _refresh(self) -> None:
-        # float32 copies, so normalising a batch is two cheap NumPy operations
+        # float32 copies, so normalising a batch is two cheap NumPy operations; made again whenever the statistics
+        # took samples (here, or merged with other processes' in a run on several: trainer/distributed.py)
         self._mean = self.stats.mean.astype(np.float32)
         self._scale = (1.0 / np.sqrt(self.stats.var + self.epsilon)).astype(np.float32)
+        self._count = self.stats.count
+
+    def mean_and_scale(self) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, 1 / std) as float32: normalised = (observation - mean) * scale, then clipped."""
+        if self._count != self.stats.count:
+            self._refresh()
+        return self._mean, self._scale
 
     def update(self, observations: np.ndarray) -> None:
         self.stats.update(observations)
@@ -70,8 +78,8 @@ class ObservationNormalizer:
     def normalize(self, observations: np.ndarray, update: bool = False) -> np.ndarray:
         if update:
             self.update(observations)
-        return np.clip((np.asarray(observations, dtype=np.float32) - self._mean) * self._scale,
-                       -self.clip, self.clip)
+        mean, scale = self.mean_and_scale()
+        return np.clip((np.asarray(observations, dtype=np.float32) - mean) * scale, -self.clip, self.clip)
 
     def state_dict(self) -> dict:
         return {"stats": self.stats.state_dict(), "clip": self.clip, "epsilon": self.epsilon}

@@ -245,10 +245,29 @@ def vectorization_param():
                  choices=VECTORIZATIONS)
 
 
+MOST_PROCESSES = 256
+
+
+def processes_param():
+    """The `processes` field of the algorithms that train one run on several processes (trainer/distributed.py):
+    the on-policy ones, whose envs and batches split between them, and ES, whose candidates do."""
+    return param(1, "Processes that train this run together (torch.distributed: on one host, or several), each "
+                    "with its share of the envs and of every batch, on its own GPU when the host has one per "
+                    "process: faster when stepping the envs or the update takes the time. The maths stays the "
+                    "same: num_envs and batch_size are the run's, split between the processes.",
+                 low=1, high=MOST_PROCESSES)
+
+
 def shared_checks(config) -> dict[str, str]:
     """The checks that mean the same in every algorithm: layer sizes that parse (`hidden_layers`,
-    `rnd_hidden_layers`), and a batch no bigger than the replay buffer it is drawn from."""
+    `rnd_hidden_layers`), a batch no bigger than the replay buffer it is drawn from, and envs and rollout batches
+    that split equally between the processes."""
     errors = {}
+    processes = getattr(config, "processes", 1)
+    for name in ("num_envs", "batch_size"):
+        value = getattr(config, name, None)
+        if processes > 1 and value is not None and not hasattr(config, "buffer_size") and value % processes:
+            errors[name] = f"must split equally between the {processes} processes (a multiple of {processes})"
     for field in dataclasses.fields(config):
         if field.name.endswith("hidden_layers"):
             try:

@@ -8,10 +8,11 @@ algorithm module, and Python runs it before any `trainer.*` module: so by the ti
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from trainer.envs import env_spaces, space_name
-from trainer.params import ConfigError, Param, build_config, canonical_names, schema
+from trainer.params import MOST_PROCESSES, ConfigError, Param, build_config, canonical_names, schema
 from trainer.resources import check_memory
 
 # The families algorithms are grouped by (the web form's <optgroup>s, `python -m trainer list`), in order
@@ -38,12 +39,41 @@ class AlgorithmSpec:
 
     def params(self) -> list[Param]:
         overrides = dict(self.presets)
-        return [_with_default(p, overrides[p.name]) if p.name in overrides else p for p in schema(self.config_class)]
+        params = [_with_default(p, overrides[p.name]) if p.name in overrides else p for p in schema(self.config_class)]
+        if not self.several_processes:  # shown, and checked, where the others have it: it must stay 1
+            params.append(Param("processes", int, 1, self.one_process_reason(), low=1, high=1))
+        return params
+
+    @property
+    def several_processes(self) -> bool:
+        """Whether one run can train on several processes (`processes`, trainer/distributed.py)."""
+        return any(field.name == "processes" for field in dataclasses.fields(self.config_class))
+
+    def one_process_reason(self) -> str:
+        faster = ("for slow envs, vectorization=async steps each env in a process of its own; for big networks, a "
+                  "GPU (device cuda)" if any(field.name == "vectorization" for field in dataclasses.fields(
+                      self.config_class)) else "a faster CPU")
+        return (f"{self.name} trains in one process: it learns off-policy, and its time goes to its updates rather "
+                f"than to stepping the envs, so more processes would not make it faster (docs/distributed.md). "
+                f"Instead, {faster}.")
 
     def build_config(self, hyperparameters: dict):
         # aliases first, so that an alias of a preset's name overrides the preset instead of clashing with it
         hyperparameters = canonical_names(self.config_class, hyperparameters)
+        if not self.several_processes and "processes" in hyperparameters:
+            hyperparameters = dict(hyperparameters)
+            self.check_one_process(hyperparameters.pop("processes"))
         return build_config(self.config_class, {**dict(self.presets), **hyperparameters})
+
+    def check_one_process(self, raw) -> None:
+        """`processes` given to an algorithm that trains in one process: 1 is accepted (and not kept); more is refused
+        with the reason."""
+        try:
+            processes = Param("processes", int, 1, "", low=1, high=MOST_PROCESSES).parse(raw)
+        except ValueError as error:
+            raise ConfigError({"processes": str(error)}) from None
+        if processes != 1:
+            raise ConfigError({"processes": self.one_process_reason()})
 
     def check_spaces(self, observation_space, action_space) -> None:
         errors = {}
@@ -111,4 +141,7 @@ def validate(algorithm: str, env_id: str, hyperparameters: dict) -> dict:
         errors.update(error.errors)
     if errors:
         raise ConfigError(errors)
-    return dict(config.__dict__)
+    values = dict(config.__dict__)
+    if not spec.several_processes:
+        values["processes"] = 1  # a value for each of its params, as the form shows them
+    return values

@@ -59,7 +59,8 @@ class Runner:
             raise ValueError("video_interval needs a video_dir (or a checkpoint_dir) to write the videos to")
         # train metrics are averaged over this many env steps before they are sent
         self.log_interval = int(log_interval) or max(100, (self.end_step - self.start_step) // 500)
-        self.stopped = False
+        self.stopped = False  # training stops (for good: once set, it stays)
+        self._asked = False  # this process was asked to stop (by its sink)
         # a resumed run keeps its best: the "best" checkpoint is only replaced by a better evaluation
         self.best_eval = agent.best_eval_return if agent.best_eval_return is not None else float("-inf")
         self.last_eval: dict | None = None
@@ -109,16 +110,30 @@ class Runner:
         return not self.should_stop() and after < self.end_step
 
     def should_stop(self) -> bool:
-        """Whether the run was asked to stop. Asks the sink at most every STOP_POLL_SECONDS, so it is cheap
-        enough to call between gradient updates and env steps: every long loop calls it (cancel within 2 s).
-        The same poll takes the hyperparameter changes asked for, and applies those that are due."""
-        if not self.stopped:
+        """Whether to stop training now: the run was asked to stop. Cheap enough to call between gradient updates
+        and env steps: every long loop of the training calls it (cancel within 2 s). In a run on several processes
+        (trainer/distributed.py) every process gets the same answer at the same call, so the training loops call it
+        at the same points on every process; a loop that only this process runs asks `stop_asked` instead."""
+        self.stopped = self.stopped or self.stop_asked()
+        return self.stopped
+
+    def stop_asked(self) -> bool:
+        """Whether this process was asked to stop. Asks the sink at most every STOP_POLL_SECONDS; the same poll takes
+        the hyperparameter changes asked for, and applies those that are due."""
+        if not self._asked:
             now = time.monotonic()
             if now >= self._next_stop_poll:
                 self._next_stop_poll = now + STOP_POLL_SECONDS
-                self.stopped = bool(self.sink.should_stop())
+                self._asked = bool(self.sink.should_stop())
                 self._take_changes()
-        return self.stopped
+        return self._asked
+
+    def stop_agreed(self, stopping: bool) -> bool:
+        """Whether to stop, after a part of the work that only this process did (an ES generation's candidates) ended
+        early when `stopping`. In one process that is all; on several, every process gets the same answer: stop if any
+        of them ended early or was asked to."""
+        self.stopped = self.stopped or stopping
+        return stopping
 
     # --- hyperparameters changed while the run trains ------------------------------------------------------
     def _take_changes(self) -> None:
@@ -175,19 +190,19 @@ class Runner:
                               "device": str(self.agent.device), "seed": self.agent.seed,
                               "start_step": self.start_step, "end_step": self.end_step,
                               "hyperparameters": self.agent.hyperparameters(),
-                              "notes": self.agent.notes()})
+                              "notes": self.agent.notes(), **self._extras("started")})
         try:
-            if self.agent.steps_done < self.end_step and not self.sink.should_stop():
-                self._take_changes()  # asked for before this attempt started (a resumed run's, replayed)
+            if self.agent.steps_done < self.end_step and self._start_training():
                 if self.agent.eval_due:  # the evaluation at this step was interrupted by the stop that ended
                     self._evaluate()     # the attempt before: the history gets it before training goes on
                 self.agent.train(self)
+                self._training_ended()
             else:
                 self.stopped = self.agent.steps_done < self.end_step
             self._flush_train()
-            if self.eval_episodes > 0 and not self.stopped:
+            if self.eval_episodes > 0 and not self._stopping():
                 self._evaluate()
-            if self.video_interval and not self.stopped:
+            if self.video_interval and not self._stopping():
                 self._record_video()
             final = self._checkpoint("final.zip", "final", required=True) if self.checkpoint_dir else None
         except Exception as error:
@@ -203,15 +218,34 @@ class Runner:
             for env in (self._eval_env, self._video_env):
                 if env:
                     env.close()
-        status = "cancelled" if self.stopped else "succeeded"
+        status = "cancelled" if self._stopping() else "succeeded"
         summary = {"status": status, "steps": self.agent.steps_done,
                    "seconds": round(time.monotonic() - self._started, 3),  # this attempt's, not the run clock's
                    "eval_return_mean": self.last_eval["mean"] if self.last_eval else None,
                    "eval_return_std": self.last_eval["std"] if self.last_eval else None,
                    "best_eval_return": self.agent.best_eval_return,
-                   "final_checkpoint": str(final) if final else None}
+                   "final_checkpoint": str(final) if final else None, **self._extras("finished")}
         self.emit("finished", summary)
         return summary
+
+    def _stopping(self) -> bool:
+        """Whether the run ends cancelled: training stopped early, or a stop came (during the final evaluation)."""
+        return self.stopped or self._asked
+
+    def _start_training(self) -> bool:
+        """Whether training starts: no stop was asked for before it did. Takes the changes asked for before this
+        attempt started (a resumed run's, replayed)."""
+        if self.sink.should_stop():
+            return False
+        self._take_changes()
+        return True
+
+    def _training_ended(self) -> None:
+        """Called when the algorithm's training loop returns (DistributedRunner collects the last episodes)."""
+
+    def _extras(self, kind: str) -> dict:
+        """More values for the `started` event and the summary (DistributedRunner: how many processes)."""
+        return {}
 
     def _evaluate(self) -> None:
         if self._eval_env is None:
@@ -219,7 +253,7 @@ class Runner:
             seed = self.agent.seed + 1_000_003
         else:
             seed = None  # later evaluations continue the eval env's own random stream
-        result = self.agent.evaluate(self.eval_episodes, seed=seed, env=self._eval_env, should_stop=self.should_stop)
+        result = self.agent.evaluate(self.eval_episodes, seed=seed, env=self._eval_env, should_stop=self.stop_asked)
         self.agent.eval_due = result is None  # interrupted by a stop: not reported, done when the run resumes
         if result is None:
             return
@@ -246,7 +280,7 @@ class Runner:
             else:
                 seed = None  # later videos continue the video env's own random stream
             path = self.video_dir / f"video_step_{self.agent.steps_done}.mp4"
-            result = record_episode(self.agent, self._video_env, path, seed=seed, should_stop=self.should_stop)
+            result = record_episode(self.agent, self._video_env, path, seed=seed, should_stop=self.stop_asked)
         except CannotRender as error:
             if self._video_env:
                 self._video_env.close()

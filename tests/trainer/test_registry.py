@@ -70,7 +70,7 @@ def test_register_refuses_an_unknown_family(monkeypatch):
 def test_presets_change_the_defaults_of_the_params_and_the_built_config():
     spec = toy_spec(presets=(("layers", 5),))
     defaults = {p.name: p.default for p in spec.params()}
-    assert defaults == {"learning_rate": 1e-3, "layers": 5}
+    assert defaults == {"learning_rate": 1e-3, "layers": 5, "processes": 1}  # one process: its config has none
     assert spec.build_config({}).layers == 5
     assert spec.build_config({"layers": "3"}).layers == 3  # given values win over presets
     assert {p.name: p.default for p in toy_spec().params()}["layers"] == 2

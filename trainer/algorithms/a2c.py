@@ -19,7 +19,7 @@ from trainer.distributions import ACTION_SPACES
 from trainer.cpu_speed import FlatAdam, FlatParameters, FlatRMSprop, clip_grad_norm
 from trainer.networks import parse_hidden_layers
 from trainer.optimizers import RMSpropTFLike
-from trainer.params import param, vectorization_param
+from trainer.params import param, processes_param, vectorization_param
 from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 from trainer.schedules import SCHEDULES, annealed
 
@@ -60,6 +60,7 @@ class A2CConfig:
     orthogonal_init: bool = param(True, "Orthogonal initialisation (gain sqrt 2 hidden, 0.01 policy, 1 value).")
     log_std_init: float = param(0.0, "Initial log standard deviation of Gaussian policies (Box actions).",
                                 low=-20, high=5)
+    processes: int = processes_param()
 
 
 class A2C(PolicyGradientAgent):
@@ -83,7 +84,7 @@ class A2C(PolicyGradientAgent):
             self.optimizer = RMSpropTFLike(groups, alpha=c.rmsprop_alpha, eps=c.optimizer_epsilon)
         self.modules = {"network": self.network}
         self.optimizers = {"optimizer": self.optimizer}
-        self.build_normalizers(c.num_envs)
+        self.build_normalizers(self.local_envs)
 
     def learning_rate_groups(self) -> dict[str, list[dict]]:
         actor, critic = self.optimizer.param_groups
@@ -94,13 +95,13 @@ class A2C(PolicyGradientAgent):
         rates = (c.policy_learning_rate, c.critic_learning_rate)
         for group, learning_rate in zip(self.optimizer.param_groups, rates):
             group["lr"] = annealed(learning_rate, c.lr_schedule, progress)
-        batch = buffer.everything()  # one gradient step on the whole rollout
+        batch = buffer.everything()  # one gradient step on the whole rollout (this process's share of it)
         distribution, values = self.network(batch.obs)
         log_probs = distribution.log_prob(batch.actions)
         # A_t = G_t - V(s_t), with G_t the n-step return (the buffer detached both)
         advantages = batch.advantages
-        if c.normalize_advantage and len(advantages) > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        if c.normalize_advantage:  # over the whole rollout, every process's share of it
+            advantages = self.group.normalized(advantages)
         policy_loss = -(advantages * log_probs).mean()
         value_loss = ((batch.returns - values.squeeze(-1)) ** 2).mean()
         entropy = distribution.entropy().mean()
@@ -108,6 +109,7 @@ class A2C(PolicyGradientAgent):
         self.actor_flat.zero_grad()
         self.critic_flat.zero_grad()
         loss.backward()
+        self.group.average_gradients([self.actor_flat.param, self.critic_flat.param])
         if c.max_grad_norm > 0:
             clip_grad_norm([self.actor_flat, self.critic_flat], c.max_grad_norm)
         self.optimizer.step()
@@ -118,8 +120,8 @@ class A2C(PolicyGradientAgent):
 
     def train(self, runner) -> None:
         c = self.config
-        with self.training_envs(c.num_envs) as (envs, observations):
-            buffer = self.new_buffer(c.n_steps, c.num_envs)
+        with self.training_envs(self.local_envs) as (envs, observations):
+            buffer = self.new_buffer(c.n_steps, self.local_envs)
             observations = self.normalize_obs(observations, update=True)
             while True:
                 observations, last_values, keep_going = self.collect(runner, envs, buffer, observations)

@@ -26,7 +26,7 @@ from torch import nn
 from trainer.agent import Agent
 from trainer.envs import make_env, space_from_json, space_to_json
 from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers
-from trainer.params import param
+from trainer.params import param, processes_param
 from trainer.registry import AlgorithmSpec, CLASSIC, register
 from trainer.normalization import RunningMeanStd
 
@@ -52,13 +52,17 @@ class ESConfig:
                                         "(empty for a linear policy).")
     normalize_observations: bool = param(False, "Normalise Box observations with running statistics "
                                                "(frozen within each iteration).")
-    num_workers: int = param(0, "Worker processes evaluating candidates (0: one per CPU core, 1: no extra "
-                                "process).", low=0, high=1024)
+    num_workers: int = param(0, "Worker processes evaluating candidates, in each of the run's processes (0: one per "
+                                "CPU core, shared between them; 1: no extra process).", low=0, high=1024)
+    # each process plays its share of every generation's pairs (several hosts: trainer/distributed.py)
+    processes: int = processes_param()
 
     def check(self) -> dict[str, str]:
         errors = {}
         if self.num_agents % 2:
             errors["num_agents"] = "must be even: candidates come in antithetic pairs"
+        if self.processes > self.num_agents // 2:
+            errors["processes"] = f"at most one process per antithetic pair (num_agents / 2 = {self.num_agents // 2})"
         return errors
 
 
@@ -211,6 +215,13 @@ class EvolutionStrategies(Agent):
         self.obs_stats = RunningMeanStd(self.observation_space.shape) if self.normalize else None
         self.iterations = 0
 
+    def seed_process(self) -> None:
+        """Every process of a run on several draws the same perturbation and env seeds (one generator, seeded alike):
+        they split each generation's pairs instead."""
+
+    def running_statistics(self) -> list:
+        return [self.obs_stats] if self.normalize else []
+
     def theta(self) -> np.ndarray:
         return nn.utils.parameters_to_vector(self.policy.parameters()).detach().cpu().numpy().astype(np.float32)
 
@@ -246,7 +257,9 @@ class EvolutionStrategies(Agent):
     def train(self, runner) -> None:
         c = self.config
         pairs = c.num_agents // 2
-        workers = min(c.num_workers or os.cpu_count() or 1, pairs)
+        group = self.group  # on several processes, process r plays pairs r, r + N, r + 2N, ... of each generation
+        mine = len(range(group.rank, pairs, group.size))
+        workers = min(c.num_workers or max(1, (os.cpu_count() or 1) // group.size), mine)
         init = (self.env_id, space_to_json(self.observation_space), space_to_json(self.action_space),
                 c.hidden_layers)
         pool = None
@@ -264,19 +277,20 @@ class EvolutionStrategies(Agent):
                 mean, std = self._frozen_stats()
                 tasks = [(theta, int(seed), c.sigma, int(env_seed), c.episodes_per_candidate, mean, std)
                          for seed, env_seed in zip(seeds, env_seeds)]
-                results = play_generation(pool, tasks, runner.should_stop)
-                if results is None:
+                results = play_generation(pool, tasks[group.rank::group.size], runner.stop_asked)
+                if runner.stop_agreed(results is None):
                     return  # stopped mid-generation: the weights stay those of the last update
 
-                fitness = np.array([[np.mean(plus["returns"]), np.mean(minus["returns"])]
-                                    for plus, minus in results])
-                steps = 0
                 for candidate in (r for pair in results for r in pair):
                     for episode_return, length in zip(candidate["returns"], candidate["lengths"]):
                         runner.episode(episode_return, length)
-                        steps += length
-                    if candidate["observations"] is not None:  # merged in task order: any worker count
-                        self.obs_stats.update(candidate["observations"])
+                    if candidate["observations"] is not None:  # in task order: any worker count (on several
+                        self.obs_stats.update(candidate["observations"])  # processes, merged at `record`)
+                # every pair's fitness and env steps, in task order, on every process
+                played = group.interleaved([(np.mean(plus["returns"]), np.mean(minus["returns"]),
+                                             sum(plus["lengths"]) + sum(minus["lengths"])) for plus, minus in results])
+                fitness = np.array([[plus, minus] for plus, minus, _ in played])
+                steps = sum(steps for _, _, steps in played)
                 gradient = self.update(fitness, seeds)
                 runner.record({"train/population_return_mean": float(fitness.mean()),
                                "train/population_return_max": float(fitness.max()),

@@ -18,7 +18,7 @@ from trainer.agent import never
 from trainer.distributions import ACTION_SPACES
 from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
 from trainer.networks import parse_hidden_layers
-from trainer.params import param, vectorization_param
+from trainer.params import param, processes_param, vectorization_param
 from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 from trainer.schedules import SCHEDULES, annealed
 
@@ -65,6 +65,7 @@ class PPOConfig:
     log_std_init: float = param(0.0, "Initial log standard deviation of Gaussian policies (Box actions).",
                                 low=-20, high=5)
     optimizer_epsilon: float = param(1e-5, "Adam epsilon.", low=0, low_inclusive=False, high=1)
+    processes: int = processes_param()
 
     def check(self) -> dict[str, str]:
         errors = {}
@@ -114,7 +115,7 @@ class PPO(PolicyGradientAgent):
         self.optimizer = FlatAdam([self.flat.param], lr=c.learning_rate, eps=c.optimizer_epsilon)
         self.modules = {"network": self.network}
         self.optimizers = {"optimizer": self.optimizer}
-        self.build_normalizers(c.num_envs)
+        self.build_normalizers(self.local_envs)
 
     def update(self, buffer, progress: float, should_stop=never) -> dict[str, float]:
         c = self.config
@@ -123,7 +124,10 @@ class PPO(PolicyGradientAgent):
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate
         logged: list[list[torch.Tensor]] = []
-        for _, batch in buffer.epochs(c.n_epochs, c.batch_size, self.rng, c.normalize_advantage):
+        # on several processes each holds its share of the rollout and of every minibatch (trainer/distributed.py)
+        batches = buffer.epochs(c.n_epochs, c.batch_size // self.group.size, self.rng, c.normalize_advantage,
+                                self.group)
+        for _, batch in batches:
             if should_stop():  # a cancel ends the epochs within a second
                 break
             distribution, values = self.network(batch.obs)
@@ -140,12 +144,13 @@ class PPO(PolicyGradientAgent):
                 approx_kl, clip_fraction = ratio_statistics(log_ratio, clip_range)
                 if entropy is None:
                     entropy = distribution.entropy().mean()
-            if c.target_kl > 0 and approx_kl > 1.5 * c.target_kl:
+            if c.target_kl > 0 and self.group.average(approx_kl) > 1.5 * c.target_kl:
                 break  # the policy moved too far from the one that collected the data: no more epochs
             # the statistics are reported as means over every minibatch trained on, in all epochs (as SB3 does)
             logged.append([loss, policy_loss, v_loss, entropy, approx_kl, clip_fraction])
             self.flat.zero_grad()
             loss.backward()
+            self.group.average_gradients([self.flat.param])  # the whole minibatch's gradient, on every process
             if c.max_grad_norm > 0:
                 clip_grad_norm([self.flat], c.max_grad_norm)
             self.optimizer.step()
@@ -158,8 +163,8 @@ class PPO(PolicyGradientAgent):
 
     def train(self, runner) -> None:
         c = self.config
-        with self.training_envs(c.num_envs) as (envs, observations):
-            buffer = self.new_buffer(c.n_steps, c.num_envs)
+        with self.training_envs(self.local_envs) as (envs, observations):
+            buffer = self.new_buffer(c.n_steps, self.local_envs)
             observations = self.normalize_obs(observations, update=True)
             while True:
                 observations, last_values, keep_going = self.collect(runner, envs, buffer, observations)

@@ -24,7 +24,7 @@ from trainer.buffers import EpisodeBuffer, Episode, discounted_returns
 from trainer.distributions import ACTION_SPACES
 from trainer.envs import finished_episodes
 from trainer.networks import parse_hidden_layers
-from trainer.params import param, vectorization_param
+from trainer.params import param, processes_param, vectorization_param
 from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
 
 
@@ -43,6 +43,7 @@ class ReinforceConfig:
     activation: str = param("tanh", "Hidden layer activation.", choices=("tanh", "relu"))
     log_std_init: float = param(0.0, "Initial log standard deviation of Gaussian policies (Box actions).",
                                 low=-20, high=5)
+    processes: int = processes_param()
 
 
 class Reinforce(PolicyGradientAgent):
@@ -57,16 +58,18 @@ class Reinforce(PolicyGradientAgent):
         self.optimizer = torch.optim.Adam(self.network.actor_parameters(), lr=c.learning_rate)
         self.modules = {"network": self.network}
         self.optimizers = {"optimizer": self.optimizer}
-        self.build_normalizers(c.num_envs)
+        self.build_normalizers(self.local_envs)
 
     def batch(self, episodes: list[Episode]) -> tuple[torch.Tensor, torch.Tensor]:
         obs = torch.as_tensor(np.concatenate([e.obs for e in episodes]), device=self.device)
         actions = torch.as_tensor(np.concatenate([e.actions for e in episodes]), device=self.device)
         return obs, actions
 
-    def policy_step(self, loss: torch.Tensor) -> None:
+    def policy_step(self, loss: torch.Tensor, samples: int) -> None:
+        """One step on `loss`, a mean over `samples` steps; on several processes, over every process's samples."""
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        self.group.average_gradients(self.network.actor_parameters(), weight=samples)
         if self.config.max_grad_norm > 0:
             nn.utils.clip_grad_norm_(self.network.actor_parameters(), self.config.max_grad_norm)
         self.optimizer.step()
@@ -77,11 +80,11 @@ class Reinforce(PolicyGradientAgent):
         # reward-to-go of each episode on its own: nothing flows across an episode end
         returns = torch.as_tensor(np.concatenate([discounted_returns(e.rewards, c.gamma) for e in episodes]),
                                   device=self.device)
-        if c.normalize_returns and len(returns) > 1:
-            returns = (returns - returns.mean()) / (returns.std() + 1e-8)
+        if c.normalize_returns:  # over the whole batch, every process's episodes
+            returns = self.group.normalized(returns)
         distribution = self.network.distribution(obs)
         loss = -(distribution.log_prob(actions) * returns).mean()
-        self.policy_step(loss)
+        self.policy_step(loss, len(obs))
         with torch.no_grad():
             entropy = distribution.entropy().mean()
         return {"train/loss": float(loss.detach()), "train/entropy": float(entropy),
@@ -89,8 +92,8 @@ class Reinforce(PolicyGradientAgent):
 
     def train(self, runner) -> None:
         c = self.config
-        with self.training_envs(c.num_envs) as (envs, observations):
-            buffer = EpisodeBuffer(c.num_envs)
+        with self.training_envs(self.local_envs) as (envs, observations):
+            buffer = EpisodeBuffer(self.local_envs)
             head = self.network.policy
             while True:
                 with torch.no_grad():
@@ -101,10 +104,12 @@ class Reinforce(PolicyGradientAgent):
                 for episode_return, length in finished_episodes(infos):
                     runner.episode(episode_return, length)
                 observations = next_observations
-                keep_going = runner.advance(c.num_envs)
+                keep_going = runner.advance(envs.num_envs * self.group.size)  # every process steps as many
                 # an episode still running at an update finishes under the updated policy; its log-probs are
-                # computed afresh at its own update, so no cut-off piece of it is ever used
-                if len(buffer.finished) >= c.episodes_per_batch:
+                # computed afresh at its own update, so no cut-off piece of it is ever used. On several processes
+                # the batch is every process's finished episodes, once there are enough and each has one.
+                finished = self.group.counts(len(buffer.finished))
+                if sum(finished) >= c.episodes_per_batch and min(finished) > 0:
                     runner.record(self.update(buffer.take(), runner.should_stop))
                 if not keep_going:
                     return

@@ -96,9 +96,13 @@ class RNDPPO(PPO):
         # the RND inputs' own statistics (float Box observations only), and the intrinsic return's scale
         self.rnd_obs_normalizer = (ObservationNormalizer(self.observation_space.shape, clip=RND_OBS_CLIP)
                                    if normalizable(self.observation_space) else None)
-        self.intrinsic_scale = RewardNormalizer(c.num_envs, c.gamma_intrinsic, clip=1e9)
+        self.intrinsic_scale = RewardNormalizer(self.local_envs, c.gamma_intrinsic, clip=1e9)
 
     # --- state saved beside the weights ---------------------------------------------------------------------
+    def running_statistics(self) -> list:
+        rnd_obs = [self.rnd_obs_normalizer.stats] if self.rnd_obs_normalizer is not None else []
+        return [*super().running_statistics(), *rnd_obs, self.intrinsic_scale.stats]
+
     def extra_state(self) -> dict:
         state = super().extra_state()
         state["intrinsic_scale"] = self.intrinsic_scale.state_dict()
@@ -117,9 +121,7 @@ class RNDPPO(PPO):
     def rnd_inputs(self, observations: torch.Tensor) -> torch.Tensor:
         if self.rnd_obs_normalizer is None:
             return observations
-        stats = self.rnd_obs_normalizer
-        mean = torch.as_tensor(stats._mean, device=self.device)
-        scale = torch.as_tensor(stats._scale, device=self.device)
+        mean, scale = (torch.as_tensor(array, device=self.device) for array in self.rnd_obs_normalizer.mean_and_scale())
         return ((observations - mean) * scale).clamp(-RND_OBS_CLIP, RND_OBS_CLIP)
 
     def novelty(self, next_observations: torch.Tensor) -> torch.Tensor:
@@ -154,7 +156,7 @@ class RNDPPO(PPO):
             self.rnd_obs_normalizer.update(real_next)
             for episode_return, length in finished_episodes(infos):
                 runner.episode(episode_return, length)
-            if not runner.advance(envs.num_envs):
+            if not runner.advance(envs.num_envs * self.group.size):
                 return observations, False
         return observations, True
 
@@ -167,7 +169,10 @@ class RNDPPO(PPO):
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate
         logged: list[list[torch.Tensor]] = []
-        for _, batch in buffer.epochs(c.n_epochs, c.batch_size, self.rng, c.normalize_advantage):
+        # on several processes each holds its share of the rollout and of every minibatch (trainer/distributed.py)
+        batches = buffer.epochs(c.n_epochs, c.batch_size // self.group.size, self.rng, c.normalize_advantage,
+                                self.group)
+        for _, batch in batches:
             if should_stop():  # a cancel ends the epochs within a second
                 break
             distribution, values = self.network(batch.obs)
@@ -184,11 +189,12 @@ class RNDPPO(PPO):
             mask = (torch.rand(len(errors), device=self.device) < c.predictor_proportion).float()
             predictor_loss = (errors * mask).sum() / mask.sum().clamp(min=1.0)
             approx_kl, clip_fraction = ratio_statistics(log_ratio, clip_range)
-            if c.target_kl > 0 and approx_kl > 1.5 * c.target_kl:
+            if c.target_kl > 0 and self.group.average(approx_kl) > 1.5 * c.target_kl:
                 break  # the policy moved too far from the one that collected the data: no more epochs
             self.flat.zero_grad()
             self.predictor_flat.zero_grad()
             (loss + predictor_loss).backward()
+            self.group.average_gradients([self.flat.param, self.predictor_flat.param])
             if c.max_grad_norm > 0:
                 clip_grad_norm([self.flat], c.max_grad_norm)
             self.optimizer.step()
@@ -207,8 +213,8 @@ class RNDPPO(PPO):
 
     def train(self, runner) -> None:
         c = self.config
-        with self.training_envs(c.num_envs) as (envs, observations):
-            buffer = self.new_buffer(c.n_steps, c.num_envs, intrinsic=True)
+        with self.training_envs(self.local_envs) as (envs, observations):
+            buffer = self.new_buffer(c.n_steps, self.local_envs, intrinsic=True)
             if self.steps_done == 0 and self.rnd_obs_normalizer is not None:  # a fresh run, not a resumed one
                 observations, keep_going = self.warm_up(runner, envs, observations)
                 if not keep_going:

@@ -69,23 +69,23 @@ class VPG(Reinforce):
         c = self.config
         obs, actions = self.batch(episodes)
         returns = torch.as_tensor(self.returns(episodes), device=self.device)
-        if c.normalize_returns and len(returns) > 1:
-            returns = (returns - returns.mean()) / (returns.std() + 1e-8)
+        if c.normalize_returns:  # over the whole batch, every process's episodes
+            returns = self.group.normalized(returns)
         distribution = self.network.distribution(obs)
         if c.baseline == "value":
             with torch.no_grad():  # the baseline must not carry the policy's gradient
                 baseline = self.network.values(obs)[:, 0]
         elif c.baseline == "mean":
-            baseline = returns.mean()
+            baseline = self.group.mean(returns)
         else:
             baseline = torch.zeros(())
         advantages = returns - baseline
-        if c.normalize_advantage and len(advantages) > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        if c.normalize_advantage:
+            advantages = self.group.normalized(advantages)
         policy_loss = -(distribution.log_prob(actions) * advantages).mean()
         entropy = distribution.entropy().mean()
         loss = policy_loss - c.entropy_coef * entropy  # the bonus is subtracted: more entropy, lower loss
-        self.policy_step(loss)
+        self.policy_step(loss, len(obs))
 
         metrics = {"train/loss": float(loss.detach()), "train/policy_loss": float(policy_loss.detach()),
                    "train/entropy": float(entropy.detach()), "train/learning_rate": c.learning_rate,
@@ -97,6 +97,7 @@ class VPG(Reinforce):
                 value_loss = ((self.network.values(obs)[:, 0] - returns) ** 2).mean()
                 self.value_optimizer.zero_grad(set_to_none=True)
                 value_loss.backward()
+                self.group.average_gradients(self.network.critic_parameters(), weight=len(obs))
                 self.value_optimizer.step()
             metrics["train/value_loss"] = float(value_loss.detach())
         return metrics
