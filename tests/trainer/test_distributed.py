@@ -122,12 +122,16 @@ def test_a_run_resumed_from_its_checkpoint_goes_on_with_every_process_from_it(co
     out, _, _ = command_line_run
     agent = trainer.load(out / "final.zip", device="cpu")
     before = [p.detach().clone() for p in agent.network.parameters()]
-    sink = ListSink()
+    # and a learning rate changed while it trains: every process changes it at the same point
+    sink = ListSink(changes=[{"id": 7, "values": {"learning_rate": "0.0001"}}])
     summary = agent.learn(1024, sink=sink, eval_episodes=0, checkpoint_dir=tmp_path)
     assert summary["status"] == "succeeded" and summary["steps"] == 3072 and summary["weights_identical"]
     started = sink.of_kind("started")[0]["values"]
     assert started["start_step"] == 2048 and started["end_step"] == 3072
     assert min(event["step"] for event in sink.of_kind("train")) > 2048
+    changed = sink.of_kind("hyperparameters")
+    assert [event["values"]["changes"]["learning_rate"]["new"] for event in changed] == [0.0001]
+    assert agent.config.learning_rate == 0.0001  # what process 0 ended with
     # the agent holds process 0's final state, which its final checkpoint holds too
     assert agent.steps_done == 3072
     final = trainer.load(tmp_path / "final.zip", device="cpu")
@@ -240,3 +244,56 @@ def test_several_hosts_need_where_to_meet(capsys, tmp_path):
                      "--set", "num_envs=6", "--set", "batch_size=6", "--set", "n_steps=4", "--nodes", "2",
                      "--rdzv-endpoint", "127.0.0.1:29500", "--rdzv-id", "x", "--preset", "none"])
     assert code == 2 and "multiple of it" in capsys.readouterr().err
+
+
+# --- learning, and several hosts (slow) ---------------------------------------------------------------------------
+
+class StopWhenSolved(ListSink):
+    def __init__(self, threshold: float):
+        super().__init__()
+        self.threshold = threshold
+        self.best = float("-inf")
+
+    def emit(self, event: dict) -> None:
+        super().emit(event)
+        if event["kind"] == "eval":
+            self.best = max(self.best, event["values"]["eval/return_mean"])
+
+    def should_stop(self) -> bool:
+        return self.best >= self.threshold
+
+
+@pytest.mark.slow
+def test_ppo_on_two_processes_solves_cartpole_within_the_budget_of_one_process():
+    # the budget of test_policy_gradient_learning.py's one-process ppo; the zoo's settings, split between two processes
+    sink = StopWhenSolved(475.0)
+    summary = trainer.make("ppo", "CartPole-v1", seed=0, processes=2).learn(60_000, sink=sink, eval_interval=5_000,
+                                                                           eval_episodes=10)
+    print(f"ppo on 2 processes: best eval {sink.best} after {summary['steps']} env steps, {summary['seconds']} s")
+    assert sink.best >= 475.0 and summary["weights_identical"]
+
+
+@pytest.mark.slow
+def test_two_hosts_train_one_run_with_the_documented_command(tmp_path):
+    """docs/distributed.md's command for two hosts, both run on this machine: one run of two processes, one on each
+    "host", which meet at the endpoint; the host that has process 0 writes the checkpoint and the events."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    commands = [[sys.executable, "-m", "trainer", "train", "ppo", "CartPole-v1", "--total-steps", "1024", "--out",
+                 str(tmp_path / f"host{host}"), "--device", "cpu", "--preset", "none", *TINY_PPO, "--processes", "2",
+                 "--nodes", "2", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "two-hosts-test"]
+                for host in (0, 1)]
+    hosts = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for command in commands]
+    outputs = [host.communicate(timeout=300) for host in hosts]
+    assert [host.returncode for host in hosts] == [0, 0], outputs
+    finals = [(tmp_path / f"host{host}" / "final.zip").exists() for host in (0, 1)]
+    assert sorted(finals) == [False, True]  # one host had process 0
+    main = tmp_path / f"host{finals.index(True)}"
+    events = [json.loads(line) for line in (main / "events.jsonl").read_text().splitlines()]
+    assert events[0]["values"]["processes"] == 2 and events[-1]["values"]["steps"] == 1024
+    assert events[-1]["values"]["weights_identical"] is True
