@@ -201,9 +201,10 @@ class Heartbeat:
 
 # --- train (the worker's side) ------------------------------------------------------------------------------
 
-def train(run_id: int, worker: str = "") -> str:
+def train(run_id: int, worker: str = "", make_sink=RedisSink) -> str:
     """Claim the run, train it to the end with a heartbeat, and record how it ended; "skipped" when it was not
-    queued any more. Returns the run's status."""
+    queued any more. Returns the run's status. `make_sink(run)` makes the sink it reports to (the task gives
+    the sweeps' one, whose trials ask their pruner)."""
     claimed = claim(run_id, worker)
     if claimed is None:
         logger.info("run %s is not queued any more (cancelled, or another delivery has it): skipping", run_id)
@@ -212,9 +213,7 @@ def train(run_id: int, worker: str = "") -> str:
     import torch
 
     torch.set_num_threads(settings.TORCH_THREADS)  # one run per process; threads set on purpose, not by default
-    from rlweb.sweeps.study import sink_for  # a sweep's trial reports to its pruner (rlweb/sweeps)
-
-    sink = sink_for(run)
+    sink = make_sink(run)
     with Heartbeat(run, sink), stop_on_sigterm(sink):
         train_and_record(run, checkpoint, sink)
     return Run.objects.filter(pk=run.pk).values_list("status", flat=True).first() or "deleted"

@@ -25,7 +25,7 @@ registration: workers.Registration | None = None  # this worker's registry entry
 
 @app.task(name=lifecycle.TRAIN_TASK, bind=True)
 def train_run(self, run_id: int) -> str:
-    status = lifecycle.train(run_id, worker=self.request.hostname or "")
+    status = lifecycle.train(run_id, worker=self.request.hostname or "", make_sink=study.sink_for)
     try:  # a sweep's trial: record it and start the next one now rather than at the periodic sweep
         study.run_ended(run_id)
     except Exception:

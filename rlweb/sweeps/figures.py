@@ -75,12 +75,12 @@ def figures(sweep: Sweep) -> dict:
     {"message"} saying why one cannot be drawn yet."""
     import optuna.visualization as visualization
 
-    optuna_study = study.load_study(sweep)
-    complete = [trial for trial in optuna_study.trials if trial.state.name == "COMPLETE"]
     result = {"curves": curves(sweep), "parallel": parallel_coordinates(sweep)}
-    if not complete:
+    if not sweep.trial_set.filter(state=Trial.State.COMPLETE).exists():  # the study is not read before
         waiting = {"message": "Drawn once a trial has completed."}
         return {**result, "history": waiting, "importances": waiting, "slices": waiting}
+    optuna_study = study.load_study(sweep)
+    complete = [trial for trial in optuna_study.trials if trial.state.name == "COMPLETE"]
     result["history"] = plotly_json(visualization.plot_optimization_history(optuna_study))
     result["slices"] = plotly_json(visualization.plot_slice(optuna_study))
     varied = {name for trial in complete for name in trial.params} if len(complete) >= 2 else set()

@@ -64,9 +64,10 @@ def world(owner, stranger, admin_user, trained_run, make_experiment):
     video = Video(run=trained_run, step=200, episode_return=9.0)
     video.file.save("step_200.mp4", ContentFile(b"\x00\x00\x00\x18ftypmp42" + SECRET.encode()), save=True)
     sweep = Sweep.objects.create(owner=owner, name=SECRET, algorithm="dqn", env_id="CartPole-v1", total_steps=400,
+                                 status="cancelled",  # an ended sweep: its pages read the database only
                                  eval_interval=200, space=[{"name": "learning_rate", "type": "float", "low": 1e-4,
                                                             "high": 1e-2, "log": True}])
-    Trial.objects.create(sweep=sweep, number=0, experiment=experiment, params={"learning_rate": 1e-3})
+    Trial.objects.create(sweep=sweep, number=0, experiment=experiment, params={"learning_rate": 1e-3}, state="failed")
     invitation = Invitation.objects.create(note=SECRET, created_by=admin_user,
                                            expires_at=trained_run.created.replace(year=2100))
     values = {"experiment_id": experiment.pk, "run_id": trained_run.pk, "checkpoint_id": trained_run.checkpoints.first().pk,
@@ -106,7 +107,7 @@ def assert_nothing_changed(world):
     assert not SiteSettings.current().signup_open
     assert set(Experiment.objects.values_list("owner__username", flat=True)) == {"owner"}
     sweep = Sweep.objects.get(pk=world["sweep"].pk)  # neither cancelled, extended nor deleted, and no best launched
-    assert (sweep.status, sweep.trials, Experiment.objects.count()) == ("running", 20, 1)
+    assert (sweep.status, sweep.trials, Experiment.objects.count()) == ("cancelled", 20, 1)
 
 
 def test_the_walker_sees_every_view_of_the_site():
