@@ -123,12 +123,13 @@ def grid_size(space: list[dict]) -> int:
 
 # --- trials -------------------------------------------------------------------------------------------------
 
-def advance(sweep_id: int) -> None:
+def advance(sweep_id: int, wait: bool = True) -> None:
     """Tell Optuna about the trials that have ended, and start new ones while the sweep has room; then mark it
-    finished when every trial has ended. Safe to call from any process at any time."""
+    finished when every trial has ended. Safe to call from any process at any time; with `wait` False (a page)
+    it does nothing while another process advances the sweep."""
     try:
         lock = live.redis_client().lock(f"rlweb:sweep:{sweep_id}:advance", timeout=LOCK_SECONDS, blocking_timeout=30)
-        if not lock.acquire():
+        if not lock.acquire(blocking=wait):
             return
     except redis.RedisError as error:
         logger.warning("sweep %s: cannot take its lock (%s); it goes on at the next advance", sweep_id, error)
@@ -157,12 +158,13 @@ def advance_locked(sweep: Sweep) -> None:
             study.tell(number, state=optuna.trial.TrialState.FAIL)
     if sweep.status != Sweep.Status.RUNNING:
         return
-    started = len(recorded)
+    started, asked = len(recorded), len(known)
     active = sweep.trial_set.filter(state=Trial.State.RUNNING).count()
     while active < sweep.parallel and started < sweep.trials and room_for_runs(sweep):
-        if start_trial(sweep, draw=len(known) + started):
+        if start_trial(sweep, draw=asked):
             active += 1
         started += 1
+        asked += 1
     if started >= sweep.trials and not sweep.trial_set.filter(state=Trial.State.RUNNING).exists():
         Sweep.objects.filter(pk=sweep.pk, status=Sweep.Status.RUNNING).update(
             status=Sweep.Status.FINISHED, finished_at=timezone.now())

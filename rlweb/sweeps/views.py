@@ -52,7 +52,7 @@ def sweep_data(request, sweep_id: int):
     """The live part of the page: status, trials, best so far. Polling it also advances the sweep."""
     sweep = owned_sweep(request, sweep_id)
     if sweep.is_active:
-        study.advance(sweep.pk)
+        study.advance(sweep.pk, wait=False)
         sweep.refresh_from_db()
     return JsonResponse(figures.page_data(sweep))
 
