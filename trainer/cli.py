@@ -177,6 +177,9 @@ def _train(args) -> int:
                               hosts=Hosts(args.nodes, args.rdzv_endpoint, args.rdzv_id) if args.nodes > 1 else None)
     finally:
         sink.close()
+    if args.nodes > 1 and summary.get("final_checkpoint") is None:
+        print("note: process 0 ran on another host: the run's events and checkpoints are in its --out folder",
+              file=sys.stderr)
     print(json.dumps(summary))
     return 0
 

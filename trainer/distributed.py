@@ -508,9 +508,10 @@ def learn(agent, sink: Sink | None, options: dict, hosts: Hosts | None = None) -
         launch = Launch(process_main, (job,), processes // hosts.nodes, hosts, folder)
         try:
             relay(launch.thread, sink, folder)
-        except BaseException:
-            (folder / STOP_FILE).touch()
-            launch.thread.join(SHUTDOWN_SECONDS)
+        except BaseException as error:  # the sink failed (the processes stop as at a cancel), or a second Ctrl-C:
+            (folder / STOP_FILE).touch()  # then give up at once; the processes die with this one
+            if not isinstance(error, KeyboardInterrupt):
+                launch.thread.join(SHUTDOWN_SECONDS)
             raise
         try:
             results = launch.results()

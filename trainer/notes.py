@@ -28,6 +28,16 @@ def run_notes(config, observation_space) -> list[str]:
     if getattr(config, "clip_schedule", "constant") == "linear":
         notes.append(f"clip_range decays linearly to 0 over the run from {config.clip_range} (clip_schedule=linear; "
                      f"clip_schedule=constant keeps it).")
+    processes = getattr(config, "processes", 1)
+    if processes > 1 and hasattr(config, "num_envs"):
+        batch = f" and {config.batch_size // processes} of each minibatch of {config.batch_size}" \
+            if hasattr(config, "batch_size") else ""
+        notes.append(f"Trains on {processes} processes, each with {config.num_envs // processes} of the "
+                     f"{config.num_envs} envs{batch}; they average their gradients at every update and hold the "
+                     f"same weights (docs/distributed.md).")
+    elif processes > 1:  # es
+        notes.append(f"Trains on {processes} processes, which share the {config.num_agents // 2} pairs of candidates "
+                     f"of each generation and take the same step from all their returns (docs/distributed.md).")
     layers = getattr(config, "hidden_layers", None)
     if layers is not None and is_image_space(observation_space) and parse_hidden_layers(layers):
         notes.append(f"hidden_layers={layers} adds layers behind the Nature CNN's 512 units; Atari agents usually "

@@ -225,6 +225,13 @@ def test_envs_and_batches_must_split_equally_between_the_processes():
         trainer.validate("es", "CartPole-v1", {"processes": 4, "num_agents": 6})
 
 
+def test_the_run_notes_say_how_the_processes_share_the_work():
+    assert trainer.make("ppo", "CartPole-v1", preset=None, processes=2).notes()[-1].startswith(
+        "Trains on 2 processes, each with 4 of the 8 envs and 128 of each minibatch of 256; they average")
+    assert "share the 15 pairs" in trainer.make("es", "CartPole-v1", processes=3).notes()[-1]
+    assert not any("processes" in note for note in trainer.make("ppo", "CartPole-v1").notes())
+
+
 def test_each_process_gets_a_gpu_of_its_own_when_there_are_enough_else_they_share(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
     assert process_device("cuda", 2, 4) == (torch.device("cuda", 2), "nccl")
