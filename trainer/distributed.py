@@ -657,8 +657,9 @@ PR_SET_PDEATHSIG = 1
 
 def follow_launcher(launcher: int) -> None:
     """End with the process that launched this one, even when it is killed outright (SIGKILL: nothing of it can stop
-    the processes then), and take stop signals from it alone: a Ctrl-C or SIGTERM to its process group reaches it,
-    and it stops the run as a cancel does."""
+    the processes then). torch's launcher asks for SIGINT at its death, which a process started in the background
+    ignores (and passes on ignored): SIGKILL instead. And take stop signals from it alone: a Ctrl-C or SIGTERM to its
+    process group reaches it, and it stops the run as a cancel does."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != launcher:  # it died before this process could ask

@@ -95,7 +95,7 @@ def command_line_run(tmp_path_factory):
     started = time.monotonic()
     code = cli.main(["train", "ppo", "CartPole-v1", "--total-steps", "2048", "--out", str(out), "--processes", "2",
                      "--device", "cpu", "--checkpoint-interval", "1024", "--eval-interval", "512",
-                     "--eval-episodes", "2", "--preset", "none", *TINY_PPO])
+                     "--video-interval", "1024", "--eval-episodes", "2", "--preset", "none", *TINY_PPO])
     assert code == 0
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     return out, events, time.monotonic() - started
@@ -112,6 +112,9 @@ def test_a_run_on_two_processes_reports_once_and_counts_the_steps_of_both(comman
     checkpoints = [event["values"]["tag"] for event in events if event["kind"] == "checkpoint"]
     assert checkpoints.count("periodic") == 1 and checkpoints.count("final") == 1
     assert (out / "step_1024.zip").exists() and (out / "final.zip").exists()
+    videos = [event["values"]["step"] for event in events if event["kind"] == "video"]
+    assert videos == [1024, 2048] and sorted(path.name for path in out.glob("*.mp4")) == [
+        "video_step_1024.mp4", "video_step_2048.mp4"]  # one of each: process 0's
     lengths = [event["values"]["rollout/episode_length"] for event in events if event["kind"] == "episode"]
     assert sum(lengths) > 0.6 * 2048  # episodes of both processes: process 0 steps 1,024 of them
     steps = [event["step"] for event in events]
@@ -304,3 +307,56 @@ def test_two_hosts_train_one_run_with_the_documented_command(tmp_path):
     events = [json.loads(line) for line in (main / "events.jsonl").read_text().splitlines()]
     assert events[0]["values"]["processes"] == 2 and events[-1]["values"]["steps"] == 1024
     assert events[-1]["values"]["weights_identical"] is True
+
+
+@pytest.mark.slow
+def test_the_processes_die_with_a_launcher_killed_outright(tmp_path):
+    """A worker killed with SIGKILL cannot stop its run's processes: they die with it (no process trains on). The
+    launcher here ignores SIGINT, as a program started in the background by a shell does, and its processes inherit
+    that: torch's own parent-death signal (SIGINT) would not end them."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    launcher = subprocess.Popen([sys.executable, "-m", "trainer", "train", "ppo", "CartPole-v1", "--total-steps",
+                                 "10000000", "--out", str(tmp_path), "--device", "cpu", "--preset", "none",
+                                 *TINY_PPO, "--processes", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    events = tmp_path / "events.jsonl"
+    deadline = time.monotonic() + 120
+    while not (events.exists() and '"kind": "time"' in events.read_text()):  # two seconds into training
+        assert time.monotonic() < deadline and launcher.poll() is None, "the run never reported its speed"
+        time.sleep(0.2)
+
+    def alive_children() -> list[int]:
+        children = []
+        for entry in os.listdir("/proc"):
+            try:
+                fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z" and int(fields[1]) == launcher.pid:  # state, parent
+                children.append(int(entry))
+        return children
+
+    processes = alive_children()
+    assert len(processes) >= 2
+    launcher.send_signal(signal.SIGKILL)
+    launcher.wait()
+    deadline = time.monotonic() + 10
+    try:
+        while any(_running(pid) for pid in processes):
+            assert time.monotonic() < deadline, "a process went on after its launcher died"
+            time.sleep(0.1)
+    finally:
+        for pid in processes:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
