@@ -31,6 +31,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import json
+import logging
 import os
 import signal
 import sys
@@ -537,6 +538,9 @@ class Launch:
             run_id=hosts.run_id or uuid.uuid4().hex, rdzv_backend="c10d",
             rdzv_endpoint=hosts.endpoint or "127.0.0.1:0", max_restarts=0, monitor_interval=0.1,
             start_method="spawn", logs_specs=DefaultLogsSpecs(log_dir=str(folder / "logs")))
+        # the launcher warns that, in a thread, it cannot stop its processes on a signal: they die with this process
+        # (follow_launcher), and this process stops them on a signal as at a cancel (relay, or the web app's worker)
+        logging.getLogger("torch.distributed.elastic.multiprocessing.api").addFilter(no_signal_handler_warning)
         self.function, self.args = function, args
         self.outcome: dict = {}
         self.thread = threading.Thread(target=self._launch, name="rlweb-processes", daemon=True)
@@ -556,6 +560,10 @@ class Launch:
         if "error" in self.outcome:
             raise self.outcome["error"]
         return self.outcome["results"]
+
+
+def no_signal_handler_warning(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Failed to register signal handlers")
 
 
 def relay(thread: threading.Thread, sink: Sink, folder: Path) -> None:
