@@ -142,6 +142,14 @@ def vpg_update(baseline: str) -> dict:
     return {"weights": flat_weights(mine), "reference": flat_weights(reference)}
 
 
+def reinforce_update() -> dict:
+    settings = dict(num_envs=2, normalize_returns=True)
+    mine, reference = together("reinforce", **settings), alone("reinforce", **settings)
+    mine.update(episodes(GROUP.rank))
+    reference.update(episodes(0) + episodes(1))
+    return {"weights": flat_weights(mine), "reference": flat_weights(reference)}
+
+
 def merged_statistics() -> dict:
     """RunningMeanStd merged from both processes' samples against all the samples taken by one."""
     rng = np.random.default_rng(7)
@@ -207,6 +215,7 @@ def process_checks() -> dict:
             "a2c_update": a2c_update(),
             "vpg_update": vpg_update("value"),
             "vpg_mean_baseline_update": vpg_update("mean"),
+            "reinforce_update": reinforce_update(),
             "merged_statistics": merged_statistics(),
             "minibatch_statistics": minibatch_statistics(),
             # 100 updates, every statistic normalised: the weights and statistics must stay the same everywhere

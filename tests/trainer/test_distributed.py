@@ -30,7 +30,8 @@ def checks(tmp_path_factory) -> dict[int, dict]:
 
 # --- the same maths as one process ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("update", ["ppo_update", "a2c_update", "vpg_update", "vpg_mean_baseline_update"])
+@pytest.mark.parametrize("update", ["ppo_update", "a2c_update", "vpg_update", "vpg_mean_baseline_update",
+                                    "reinforce_update"])
 def test_an_update_on_two_processes_is_the_update_of_one_process_on_the_whole_batch(checks, update):
     # to float rounding: Adam divides by the gradients' size, so a weight whose gradient is nearly zero may move
     # by a rounding's worth more (1e-6 of a step of 1e-3 or more)
