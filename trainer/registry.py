@@ -60,10 +60,20 @@ class AlgorithmSpec:
     def build_config(self, hyperparameters: dict):
         # aliases first, so that an alias of a preset's name overrides the preset instead of clashing with it
         hyperparameters = canonical_names(self.config_class, hyperparameters)
+        errors = {}
         if not self.several_processes and "processes" in hyperparameters:
             hyperparameters = dict(hyperparameters)
-            self.check_one_process(hyperparameters.pop("processes"))
-        return build_config(self.config_class, {**dict(self.presets), **hyperparameters})
+            try:
+                self.check_one_process(hyperparameters.pop("processes"))
+            except ConfigError as error:  # said with the others' errors, not instead of them
+                errors.update(error.errors)
+        try:
+            config = build_config(self.config_class, {**dict(self.presets), **hyperparameters})
+        except ConfigError as error:
+            errors.update(error.errors)
+        if errors:
+            raise ConfigError(errors)
+        return config
 
     def check_one_process(self, raw) -> None:
         """`processes` given to an algorithm that trains in one process: 1 is accepted (and not kept); more is refused
