@@ -5,6 +5,10 @@
     python -m benchmarks dashboard --var-dir=/tmp/rlweb-bench   # keeps the filled database for the next time
     python -m benchmarks dashboard --load-workers=10 --database-url=postgres://postgres@127.0.0.1:5432/rlweb_bench
         # on PostgreSQL (an empty database), while 10 workers report 100 events/s each (benchmarks/sink_load.py)
+    python -m benchmarks dashboard --events=1000 --opens=1 --runs=20 --rate=5
+        # 20 live runs followed at once, each in a tab of one browser, 5 events/s each
+    python -m benchmarks dashboard --events=1000 --opens=1 --baseline=HEAD~1 --rounds=3
+        # live latency of the run page's scripts at HEAD~1 and in the working tree, in turns
 
 It starts `python -m rlweb.devserver` (its own Redis, SQLite in a temporary folder, worker, uvicorn) and
 works on that database from this process:
@@ -16,7 +20,12 @@ works on that database from this process:
 - live latency: a running run with the page open; this process emits events with RedisSink.emit at
   `--rate` events/s, and the page reports when each one's points are on screen (the `run-page:drawn`
   event, after the next animation frame). Latency is that moment minus the moment emit was called
-  (both wall clock on this machine).
+  (both wall clock on this machine). With `--runs N`, N running runs, each in its own tab of one browser
+  context (one user with N run pages open; headless tabs are all visible, so all of them draw), each at
+  `--rate` events/s: a tab that does not open or follow its run in time counts as stalled.
+- `--baseline REV`: the same live measurement with the run page's scripts (run_detail.js, smoothing.js) as
+  they were at git revision REV, served to the browser in place of the working tree's, in turns with the
+  working tree's (`--rounds` each), on the same site under the same load.
 """
 
 from __future__ import annotations
@@ -89,13 +98,13 @@ def make_run(user, name: str, total_steps: int, status: str = "running"):
 
     experiment = Experiment.objects.create(owner=user, name=name, algorithm="dqn", env_id="CartPole-v1",
                                            hyperparameters={"learning_rate": 0.001}, total_steps=total_steps,
-                                           eval_interval=1000, device="cpu")
+                                           eval_interval=1000, device="cpu", auto_resume=False)
     return Run.objects.create(experiment=experiment, seed=0, total_steps=total_steps, status=status,
                               task_id=f"bench-{name}", first_started_at=timezone.now(), started_at=timezone.now(),
                               attempts=1, heartbeat_at=timezone.now())
 
 
-def fill(run, events: int, batch: int = 20_000) -> float:
+def fill(run, events: int, batch: int = 20_000, verbose: bool = True) -> float:
     """`events` episode, train and eval events each, written through RedisSink.flush (the summary too)."""
     from rlweb.experiments.live import RedisSink
     from rlweb.experiments.models import Event
@@ -122,9 +131,11 @@ def fill(run, events: int, batch: int = 20_000) -> float:
         sink.steps_done = 10 * min(events, first + batch)
         sink.flush()
         done = min(events, first + batch)
-        print(f"  {done:,} / {events:,} events per kind stored ({time.perf_counter() - started:.0f} s)",
-              end="\r", flush=True)
-    print()
+        if verbose:
+            print(f"  {done:,} / {events:,} events per kind stored ({time.perf_counter() - started:.0f} s)",
+                  end="\r", flush=True)
+    if verbose:
+        print()
     return time.perf_counter() - started
 
 
@@ -148,39 +159,129 @@ def open_times(page, url: str, opens: int) -> list[float]:
     return times
 
 
-def live_latencies(page, run, url: str, seconds: float, rate: float) -> list[float]:
+RECORD_DRAWN = """() => { window.drawnAt = {}; window.receivedAt = {}; window.drawing = [];
+    window.addEventListener('run-page:drawn', (event) => {
+        const {seqs, received, drawStart, drawEnd, drawn} = event.detail;
+        window.drawing.push((drawEnd || drawn) - drawStart);
+        seqs.forEach((seq, index) => {
+            window.drawnAt[seq] = performance.timeOrigin + drawn;
+            window.receivedAt[seq] = performance.timeOrigin + received[index]; }); }); }"""
+
+
+def beat(runs: list) -> None:
+    """The live runs' heartbeat, as their worker's would be: else the lost-run sweep takes them after 30 s."""
+    from django.utils import timezone
+
+    from rlweb.experiments.models import Run
+
+    Run.objects.filter(pk__in=[run.pk for run in runs]).update(heartbeat_at=timezone.now())
+
+
+FOLLOWING = "document.getElementById('run-page')?.dataset.ready === '1' && " \
+            "!document.getElementById('live-indicator').hidden"
+
+
+def open_live_pages(context, urls: list[str], runs: list, timeout: float = 30.0) -> tuple[list, list[str]]:
+    """A tab per URL in `context`, all opened at once; the ones that drew their run and follow it live within
+    `timeout` seconds, and the URLs of the others (stalled: no connection left, say), which stay open."""
+    tabs = []
+    for url in urls:
+        page = context.new_page()
+        try:
+            page.goto(url, wait_until="commit", timeout=5000)
+        except Exception:  # playwright's TimeoutError: the page itself waits for a connection
+            pass
+        tabs.append(page)
+    deadline = time.monotonic() + timeout
+    pages, stalled = [], []
+    for url, page in zip(urls, tabs):
+        beat(runs)
+        try:
+            page.wait_for_function(FOLLOWING, timeout=max(1.0, deadline - time.monotonic()) * 1000)
+            page.evaluate(RECORD_DRAWN)
+            pages.append(page)
+        except Exception:  # playwright's TimeoutError
+            stalled.append(url)
+    if stalled:
+        print(f"  {len(stalled)} of {len(urls)} tabs not following their run after {timeout:.0f} s: "
+              f"{', '.join(url.split('/', 3)[-1] for url in stalled)}")
+    return pages, stalled
+
+
+def live_latencies(context, runs: list, urls: list[str], seconds: float, rate: float, first_step: int = 0) -> dict:
+    """Open a tab per run, emit `rate` events/s to each run for `seconds` (steps from `first_step` on), and return
+    the latencies (ms) of the events whose tabs follow, with the arrival and draw times and the stalled tabs."""
     from rlweb.experiments.live import RedisSink
 
-    page.goto(url)
-    page.wait_for_function("document.getElementById('run-page').dataset.ready === '1'", timeout=60_000)
-    page.wait_for_selector("#live-indicator:not([hidden])")
-    page.evaluate("""() => { window.drawnAt = {}; window.receivedAt = {}; window.drawing = [];
-        window.addEventListener('run-page:drawn', (event) => {
-            const {seqs, received, drawStart, drawn} = event.detail;
-            window.drawing.push(drawn - drawStart);
-            seqs.forEach((seq, index) => {
-                window.drawnAt[seq] = performance.timeOrigin + drawn;
-                window.receivedAt[seq] = performance.timeOrigin + received[index]; }); }); }""")
-    sink = RedisSink(run)
-    emitted = {}
+    pages, stalled = open_live_pages(context, urls, runs)
+    followed = [index for index, url in enumerate(urls) if url not in stalled]
+    sinks = [RedisSink(run) for run in runs]
+    emitted = [{} for _ in runs]
     noise = random.Random(1)
     count = int(seconds * rate)
+    total_rate = rate * len(runs)
     started = time.perf_counter()
-    for index in range(count):
-        time.sleep(max(0.0, started + index / rate - time.perf_counter()))
-        kind, values = (("train", {"train/loss": noise.random(), "train/epsilon": 0.1}) if index % 5 == 4 else
+    for index in range(count * len(runs)):
+        if index % int(total_rate) == 0:
+            beat(runs)
+        time.sleep(max(0.0, started + index / total_rate - time.perf_counter()))
+        which, number = index % len(runs), index // len(runs)
+        kind, values = (("train", {"train/loss": noise.random(), "train/epsilon": 0.1}) if number % 5 == 4 else
                         ("episode", {"rollout/episode_return": noise.gauss(100, 10), "rollout/episode_length": 100}))
         at = time.time() * 1000
-        sink.emit({"kind": kind, "step": 10 * index, "time": time.perf_counter() - started, "values": values})
-        emitted[sink.seq] = at
-    sink.flush()
-    page.wait_for_function(f"Object.keys(window.drawnAt).length >= {count}", timeout=30_000)
-    drawn, received, drawing = page.evaluate("[window.drawnAt, window.receivedAt, window.drawing]")
-    arrival = [received[str(seq)] - at for seq, at in emitted.items()]
+        sinks[which].emit({"kind": kind, "step": first_step + 10 * number, "time": time.perf_counter() - started,
+                           "values": values})
+        emitted[which][sinks[which].seq] = at
+    emit_seconds = time.perf_counter() - started
+    for sink in sinks:
+        sink.flush()
+    latencies, arrival, drawing, missing = [], [], [], 0
+    for page, which in zip(pages, followed):
+        try:
+            page.wait_for_function(f"Object.keys(window.drawnAt).length >= {count}", timeout=30_000)
+        except Exception:
+            pass
+        drawn, received, draws = page.evaluate("[window.drawnAt, window.receivedAt, window.drawing]")
+        for seq, at in emitted[which].items():
+            if str(seq) in drawn:
+                latencies.append(drawn[str(seq)] - at)
+                arrival.append(received[str(seq)] - at)
+            else:
+                missing += 1
+        drawing += draws
+        page.close()
+    return {"latencies": latencies, "arrival": arrival, "drawing": drawing, "stalled": stalled, "missing": missing,
+            "emitted": count * len(runs), "emit_rate": count * len(runs) / emit_seconds}
+
+
+def report_live(label: str, result: dict, rate: float, runs: int) -> None:
+    latencies, arrival, drawing = result["latencies"], result["arrival"], result["drawing"]
+    where = f"{runs} runs at {rate:g} events/s each, {len(result['stalled'])} of {runs} tabs stalled" if runs > 1 \
+        else f"{rate:g} events/s"
+    if not latencies:
+        print(f"{label}live latency at {where}: no event drawn")
+        return
+    print(f"{label}live latency at {where}, {len(latencies)} of {result['emitted']} events drawn "
+          f"(emitted at {result['emit_rate']:.0f}/s): p50 {percentile(latencies, 0.5):.0f} ms, "
+          f"p95 {percentile(latencies, 0.95):.0f} ms, max {max(latencies):.0f} ms")
     print(f"  of which until the page has the event: p50 {percentile(arrival, 0.5):.0f} ms, "
           f"p95 {percentile(arrival, 0.95):.0f} ms; {len(drawing)} draws, "
           f"p50 {percentile(drawing, 0.5):.0f} ms, p95 {percentile(drawing, 0.95):.0f} ms each")
-    return [drawn[str(seq)] - at for seq, at in emitted.items()]
+
+
+def scripts_at(revision: str) -> dict[str, bytes]:
+    """The run page's scripts as they were at git `revision`, by the path the browser asks for."""
+    return {f"**/static/experiments/{name}": subprocess.run(
+        ["git", "show", f"{revision}:static/experiments/{name}"], cwd=REPO, capture_output=True, check=True).stdout
+        for name in ("run_detail.js", "smoothing.js")}
+
+
+def serve_scripts(context, scripts: dict[str, bytes]) -> None:
+    def answer(body: bytes):
+        return lambda route, request: route.fulfill(body=body, content_type="text/javascript")
+
+    for pattern, body in scripts.items():
+        context.route(pattern, answer(body))
 
 
 def add_load_arguments(parser: argparse.ArgumentParser) -> None:
@@ -219,7 +320,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--events", type=int, default=1_000_000, help="events per metric of the long run")
     parser.add_argument("--opens", type=int, default=5)
     parser.add_argument("--live-seconds", type=float, default=30.0)
-    parser.add_argument("--rate", type=float, default=100.0, help="live events per second")
+    parser.add_argument("--rate", type=float, default=100.0, help="live events per second (per run)")
+    parser.add_argument("--runs", type=int, default=1, help="live runs followed at once, a tab each")
+    parser.add_argument("--history", type=int, default=0,
+                        help="events per kind each live run has stored before its page opens (a run under way)")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="also measure the run page's scripts at this git revision, in turns with the working tree's")
+    parser.add_argument("--rounds", type=int, default=1, help="live measurements of each variant, in turns")
     parser.add_argument("--screenshot", type=Path, help="save the long run's page here")
     parser.add_argument("--var-dir", type=Path, help="keep the site's state here and reuse a long run filled before")
     add_load_arguments(parser)
@@ -248,8 +355,11 @@ def main(argv: list[str]) -> None:
                 print(f"filling a run with {args.events:,} episode, train and eval events (2 + 3 + 2 metric keys)")
                 seconds = fill(long_run, args.events)
                 print(f"stored in {seconds:.0f} s ({3 * args.events / seconds:,.0f} events/s with the summary)")
-            live_run = make_run(user, "live", total_steps=10**9)
-            load = start_load(args, var, seconds=30 + 5 * args.opens + args.live_seconds)
+            variants = [("", None)] + ([(f"at {args.baseline}: ", scripts_at(args.baseline))] if args.baseline else [])
+            if args.baseline:
+                variants.reverse()  # the baseline first in each round
+            load = start_load(args, var, seconds=30 + 5 * args.opens
+                              + (args.live_seconds + 20) * args.rounds * len(variants))
 
             from playwright.sync_api import sync_playwright
 
@@ -265,12 +375,30 @@ def main(argv: list[str]) -> None:
                       f" over {len(times) - 1} more opens; points drawn per chart: {points}")
                 if args.screenshot:
                     page.screenshot(path=str(args.screenshot), full_page=True)
-                latencies = live_latencies(page, live_run, f"{base}/runs/{live_run.pk}/", args.live_seconds,
-                                           args.rate)
-                print(f"live latency at {args.rate:.0f} events/s, {len(latencies)} events: "
-                      f"p50 {percentile(latencies, 0.5):.0f} ms, p95 {percentile(latencies, 0.95):.0f} ms, "
-                      f"max {max(latencies):.0f} ms")
                 context.close()
+                pooled = {label: [] for label, _ in variants}
+                for round_number in range(args.rounds):
+                    for label, scripts in variants:
+                        runs = [make_run(user, f"live {round_number} {label}{index}", total_steps=10**9)
+                                for index in range(args.runs)]
+                        for run in runs if args.history else []:
+                            fill(run, args.history, verbose=False)
+                        context, signed_in = log_in(browser, base)
+                        signed_in.close()
+                        if scripts:
+                            serve_scripts(context, scripts)
+                        print(f"round {round_number + 1}, {label or 'working tree: '}load {os.getloadavg()[0]:.2f}")
+                        result = live_latencies(context, runs, [f"{base}/runs/{run.pk}/" for run in runs],
+                                                args.live_seconds, args.rate, first_step=10 * args.history)
+                        report_live(label, result, args.rate, args.runs)
+                        pooled[label] += result["latencies"]
+                        context.close()
+                        Run.objects.filter(pk__in=[run.pk for run in runs]).update(status="succeeded")
+                if args.rounds > 1:
+                    for label, latencies in pooled.items():
+                        if latencies:
+                            print(f"{label or 'working tree: '}all rounds, {len(latencies)} events: "
+                                  f"p50 {percentile(latencies, 0.5):.0f} ms, p95 {percentile(latencies, 0.95):.0f} ms")
                 browser.close()
             finish_load(load)
         finally:

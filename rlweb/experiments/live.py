@@ -380,6 +380,41 @@ def end_message(status: str) -> str:
     return f"event: end\ndata: {json.dumps({'status': status})}\n\n"
 
 
+class Messages:
+    """The SSE messages of one run's stream (`follow`): each event with its seq as its id, `end`, `reset`."""
+
+    retry = RETRY_MESSAGE
+    heartbeat = HEARTBEAT_MESSAGE
+    reset = RESET_MESSAGE
+
+    def event(self, record: dict) -> str:
+        return event_message(record)
+
+    def end(self, status: str) -> str:
+        return end_message(status)
+
+
+class RunMessages(Messages):
+    """The messages of one of several runs followed over one stream (`follow_runs`): each names its run and none
+    has an id (the follower resumes each run from its own last seq); the stream sends the retry hint and the
+    heartbeats, once for all."""
+
+    retry = heartbeat = ""
+
+    def __init__(self, run_id: int):
+        self.run_id = run_id
+        self.reset = f"event: reset\ndata: {json.dumps({'run': run_id})}\n\n"
+
+    def event(self, record: dict) -> str:
+        return f"data: {json.dumps({'run': self.run_id, **record})}\n\n"
+
+    def end(self, status: str) -> str:
+        return f"event: end\ndata: {json.dumps({'run': self.run_id, 'status': status})}\n\n"
+
+
+ONE_RUN = Messages()
+
+
 def stream_records(reply) -> list[dict]:
     """The events in an XREAD reply."""
     return [json.loads(fields["event"]) for _, entries in (reply or []) for _, fields in entries]
@@ -436,19 +471,19 @@ def past_forgotten(run_id: int, seq: int) -> int:
     return seq
 
 
-def follow(run_id: int, last_seq: int):
+def follow(run_id: int, last_seq: int, messages: Messages = ONE_RUN):
     """SSE messages for the events after `last_seq`, until the run ends (WSGI: a sync generator).
 
     A comment goes out every `settings.SSE_HEARTBEAT_SECONDS` while nothing happens."""
     client = redis_client()
     heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
-    yield RETRY_MESSAGE
+    yield messages.retry
     records = []
     while True:
         if not records:  # only a quiet stream may belong to a run that ended without a final event
             status = run_status(run_id, last_seq)
             if status == "reset":
-                yield RESET_MESSAGE
+                yield messages.reset
                 return
         finished = status in Run.FINISHED
         try:
@@ -459,22 +494,22 @@ def follow(run_id: int, last_seq: int):
             time.sleep(0 if finished else heartbeat_seconds)
         records = stream_records(reply)
         if forgotten_gap(run_id, last_seq, records):
-            yield RESET_MESSAGE
+            yield messages.reset
             return
         records = catch_up(run_id, last_seq, records)
         if reply and not records:  # the stream is ahead of the database (a Redis restart): it writes soon
             time.sleep(GAP_WAIT_SECONDS)
         for record in records:
-            yield event_message(record)
+            yield messages.event(record)
             last_seq = record["seq"]
             if record["kind"] in TERMINAL_KINDS:
-                yield end_message(record["values"].get("status", record["kind"]))
+                yield messages.end(record["values"].get("status", record["kind"]))
                 return
         if finished and not records:
-            yield end_message(status)
+            yield messages.end(status)
             return
         if not records:
-            yield HEARTBEAT_MESSAGE
+            yield messages.heartbeat
 
 
 async def read_database(read, *args):
@@ -491,18 +526,18 @@ async def read_database(read, *args):
     return await sync_to_async(read_and_close)()
 
 
-async def follow_async(run_id: int, last_seq: int):
+async def follow_async(run_id: int, last_seq: int, messages: Messages = ONE_RUN):
     """The same messages as `follow`, for ASGI: an async generator over redis.asyncio."""
     client = redis.asyncio.Redis.from_url(settings.REDIS_URL, decode_responses=True)
     heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
     try:
-        yield RETRY_MESSAGE
+        yield messages.retry
         records = []
         while True:
             if not records:  # only a quiet stream may belong to a run that ended without a final event
                 status = await read_database(run_status, run_id, last_seq)
                 if status == "reset":
-                    yield RESET_MESSAGE
+                    yield messages.reset
                     return
             finished = status in Run.FINISHED
             try:
@@ -513,7 +548,7 @@ async def follow_async(run_id: int, last_seq: int):
                 await asyncio.sleep(0 if finished else heartbeat_seconds)
             streamed = stream_records(reply)
             if streamed and await read_database(forgotten_gap, run_id, last_seq, streamed):
-                yield RESET_MESSAGE
+                yield messages.reset
                 return
             records = in_order(streamed, last_seq)
             if not records:  # the database has events the stream lacks (or none came)
@@ -521,18 +556,109 @@ async def follow_async(run_id: int, last_seq: int):
                 if streamed and not records:  # the stream is ahead of the database (a Redis restart)
                     await asyncio.sleep(GAP_WAIT_SECONDS)
             for record in records:
-                yield event_message(record)
+                yield messages.event(record)
                 last_seq = record["seq"]
                 if record["kind"] in TERMINAL_KINDS:
-                    yield end_message(record["values"].get("status", record["kind"]))
+                    yield messages.end(record["values"].get("status", record["kind"]))
                     return
             if finished and not records:
-                yield end_message(status)
+                yield messages.end(status)
                 return
             if not records:
-                yield HEARTBEAT_MESSAGE
+                yield messages.heartbeat
     finally:
         await client.aclose()
+
+
+# --- following several runs over one connection: run pages in tabs ---------------------------------------------
+# A browser opens at most 6 HTTP/1.1 connections to a site: a seventh run page following its own stream would wait
+# for one, and so would every other request of the site. The run pages of a browser share one stream instead
+# (static/experiments/live_worker.js, a SharedWorker): each run's `follow`, its messages naming the run, merged.
+
+MAX_FOLLOWED_RUNS = 50
+
+
+def follow_runs(positions: dict[int, int]):
+    """SSE messages for the events of several runs, each after its seq in `positions`, over one connection (WSGI:
+    each run's `follow` in a thread of its own): every message names its run, a heartbeat goes out while none
+    comes, and the stream ends once every run has ended."""
+    import queue
+    import threading
+
+    heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
+    arrived: queue.Queue = queue.Queue()
+    closed = threading.Event()
+
+    def pump(run_id: int, last_seq: int) -> None:
+        try:
+            for message in follow(run_id, last_seq, RunMessages(run_id)):
+                if closed.is_set():
+                    return
+                if message:
+                    arrived.put(message)
+        except Exception as error:  # the stream fails as one run's would
+            arrived.put(error)
+        finally:
+            connection.close()
+            arrived.put(None)
+
+    threads = [threading.Thread(target=pump, args=item, daemon=True) for item in positions.items()]
+    for thread in threads:
+        thread.start()
+    try:
+        yield RETRY_MESSAGE
+        running = len(threads)
+        while running:
+            try:
+                message = arrived.get(timeout=heartbeat_seconds)
+            except queue.Empty:
+                yield HEARTBEAT_MESSAGE
+                continue
+            if message is None:
+                running -= 1
+            elif isinstance(message, Exception):
+                raise message
+            else:
+                yield message
+    finally:
+        closed.set()  # a follower that disconnected: each thread stops at its run's next message (a heartbeat at most)
+
+
+async def follow_runs_async(positions: dict[int, int]):
+    """The same messages as `follow_runs`, for ASGI: each run's `follow_async` in a task of its own."""
+    heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
+    arrived: asyncio.Queue = asyncio.Queue()
+
+    async def pump(run_id: int, last_seq: int) -> None:
+        try:
+            async for message in follow_async(run_id, last_seq, RunMessages(run_id)):
+                if message:
+                    await arrived.put(message)
+        except Exception as error:  # the stream fails as one run's would
+            await arrived.put(error)
+        finally:
+            await arrived.put(None)
+
+    pumps = [asyncio.create_task(pump(run_id, last_seq)) for run_id, last_seq in positions.items()]
+    try:
+        yield RETRY_MESSAGE
+        running = len(pumps)
+        while running:
+            try:
+                message = await asyncio.wait_for(arrived.get(), heartbeat_seconds)
+            except asyncio.TimeoutError:
+                yield HEARTBEAT_MESSAGE
+                continue
+            if message is None:
+                running -= 1
+            elif isinstance(message, Exception):
+                raise message
+            else:
+                yield message
+    finally:
+        for task in pumps:
+            task.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
 
 
 # --- watching several runs: the compare page ------------------------------------------------------------

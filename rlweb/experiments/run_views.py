@@ -8,13 +8,13 @@ import csv
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.handlers.asgi import ASGIRequest
-from django.http import JsonResponse, StreamingHttpResponse
+from django.http import Http404, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from rlweb.experiments import checkpoint_jobs, files, history, live, queues
 from rlweb.experiments.checkpoint_jobs import CheckpointJobForm
-from rlweb.experiments.models import Checkpoint, CheckpointJob, Video
+from rlweb.experiments.models import Checkpoint, CheckpointJob, Run, Video
 from rlweb.experiments.views import owned_run, whole_number
 
 
@@ -193,6 +193,30 @@ def run_stream(request, run_id: int):
         return JsonResponse({"error": str(error)}, status=400)
     follow = live.follow_async if isinstance(request, ASGIRequest) else live.follow
     response = StreamingHttpResponse(follow(run.pk, last_seq), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx: pass each message on at once
+    return response
+
+
+def runs_stream(request):
+    """Server-sent events of several of the user's runs over one connection, each from its own seq
+    (`?runs=RUN:SEQ,RUN:SEQ`, a run without `:SEQ` from its start): every event names its run. The run pages of a
+    browser follow their runs through it together (live_worker.js), as the browser opens at most 6 connections to
+    a site. 404 if any of the runs is not the user's."""
+    try:
+        positions = {}
+        for item in filter(None, request.GET.get("runs", "").split(",")):
+            run_id, _, seq = item.partition(":")
+            positions[whole_number(run_id, "a run id")] = whole_number(seq or "0", "a seq")
+        if not 1 <= len(positions) <= live.MAX_FOLLOWED_RUNS:
+            raise ValueError(f"runs: follow 1 to {live.MAX_FOLLOWED_RUNS} runs, as RUN:SEQ,RUN:SEQ")
+    except ValueError as error:
+        return JsonResponse({"error": str(error)}, status=400)
+    owned = Run.objects.filter(pk__in=positions, experiment__owner=request.user).count()
+    if owned != len(positions):
+        raise Http404("No such run.")
+    follow = live.follow_runs_async if isinstance(request, ASGIRequest) else live.follow_runs
+    response = StreamingHttpResponse(follow(positions), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each message on at once
     return response

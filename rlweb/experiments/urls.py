@@ -11,6 +11,7 @@ urlpatterns = [
     path("experiments/<int:experiment_id>/delete/", views.experiment_delete, name="experiment-delete"),
     path("experiments/<int:experiment_id>/notes/", views.experiment_notes, name="experiment-notes"),
     path("runs/", views.run_list, name="run-list"),
+    path("runs/stream", run_views.runs_stream, name="runs-stream"),
     path("runs/<int:run_id>/", run_views.run_detail, name="run-detail"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("runs/<int:run_id>/resume/", views.run_resume, name="run-resume"),

@@ -27,17 +27,19 @@
   const maxLivePoints = 4000;  // a series that grows past this keeps the smallest and largest of each 4 points
   const maxLogLines = 500;
 
-  const charts = new Map();  // metric key -> {key, element, step, time, value, low, high, count, throughSeq}
+  const maxUnreported = 10_000;  // seqs kept for the "drawn" report while the tab is hidden (no frames)
+  const plotlyInterval = 1000;  // ms: live points wait on a chart's tail at most this long for plotly (tails below)
+
+  const charts = new Map();  // metric key -> chart (chartFor)
   const controls = {smoothing: 0.6, xAxis: "step", logY: false};
   const marks = [];  // hyperparameter changes applied (events): a dashed line on every chart at their step
   let stepsDone = Number(progress.value);
   let episodeCount = 0;
   let bestEval = null;
-  let pending = [];
-  let drawTimer = null;
   let revision = 0;
+  let ended = false;  // the run's last event came: every chart is brought up to date, on screen or not
 
-  // Live points redraw only the charts on screen; the others are redrawn when they scroll into view.
+  // Live points are drawn on the charts on screen; the others when they scroll into view.
   const onScreen = new Set();
   const observer = new IntersectionObserver((entries) => {
     for (const entry of entries) {
@@ -88,32 +90,69 @@
     const after = [...chartList.children].find((other) => chartOrder(other.dataset.metric) > chartOrder(key));
     chartList.insertBefore(card, after || null);
     document.getElementById("charts-empty").hidden = true;
+    // step, time, value (low, high: a band): the points to draw, in plotly's order; count: how many the metric has
+    // (the history is downsampled); smoothed: the smoothed line of `value`, grown by `smoother`; extent: the
+    // smallest and largest y; drawn: how many points plotly has; whole: plotly must draw it whole (not append);
+    // stale: plotly lacks some points.
+    // (tail, plotlyAt, flushTimer, zoomed: live points between plotly's draws, below)
     chart = {key, element, note, step: [], time: [], value: [], low: null, high: null, count: 0, throughSeq: 0,
-             stale: false};
+             smoothed: [], smoother: null, extent: [Infinity, -Infinity], drawn: 0, whole: true, stale: false,
+             shape: "", tail: null, plotlyAt: -Infinity, flushTimer: null, zoomed: {x: false, y: false}};
+    resetDerived(chart);
     charts.set(key, chart);
     element.chart = chart;
     observer.observe(element);
     return chart;
   }
 
-  const smooth = window.rlwebSmooth;  // smoothing.js
+  // The smoothed line and the y extent, which live points extend one at a time (smoothing.js).
+  function resetDerived(chart) {
+    chart.smoother = controls.smoothing > 0 ? window.rlwebSmoother(controls.smoothing) : null;
+    chart.smoothed = chart.smoother ? chart.value.map(chart.smoother) : [];
+    chart.extent = [Infinity, -Infinity];
+    for (const values of [chart.value, chart.low, chart.high]) (values || []).forEach((value) => widen(chart, value));
+  }
 
+  function widen(chart, value) {
+    if (!isNumber(value)) return;
+    if (value < chart.extent[0]) chart.extent[0] = value;
+    if (value > chart.extent[1]) chart.extent[1] = value;
+  }
+
+  // The y columns of the traces, in their order: the band (high, then low), the raw values, the smoothed line.
+  function yColumns(chart) {
+    return [...(chart.low ? [chart.high, chart.low] : []), chart.value, ...(chart.smoother ? [chart.smoothed] : [])];
+  }
+
+  // What a drawn chart must be drawn whole again for (anything but more points): its traces, their mode, its
+  // y range when flat. Live points that keep it are appended.
+  function shapeOf(chart) {
+    const flat = controls.logY ? undefined : window.rlwebFlatRange([chart.extent]);
+    return JSON.stringify([yColumns(chart).length, chart.value.length > 60, flat || null]);
+  }
+
+  function xValues(chart) {
+    return controls.xAxis === "step" ? chart.step : chart.time;
+  }
+
+  // Plotly gets copies (its data is what it drew; the chart's arrays grow with live points before that).
   function traces(chart) {
-    const x = controls.xAxis === "step" ? chart.step : chart.time;
+    const x = xValues(chart).slice();
     const hover = "%{y:.4~g}<extra>%{fullData.name}</extra>";
     const drawn = [];
     if (chart.low) {
-      drawn.push({x, y: chart.high, mode: "lines", type: "scatter", line: {width: 0}, hoverinfo: "skip",
+      drawn.push({x, y: chart.high.slice(), mode: "lines", type: "scatter", line: {width: 0}, hoverinfo: "skip",
                   showlegend: false, name: "mean + std"});
-      drawn.push({x, y: chart.low, mode: "lines", type: "scatter", line: {width: 0}, fill: "tonexty",
-                  fillcolor: "rgba(217, 83, 79, 0.15)", hoverinfo: "skip", name: "± std"});
+      drawn.push({x: x.slice(), y: chart.low.slice(), mode: "lines", type: "scatter", line: {width: 0},
+                  fill: "tonexty", fillcolor: "rgba(217, 83, 79, 0.15)", hoverinfo: "skip", name: "± std"});
     }
-    const smoothed = controls.smoothing > 0;
-    drawn.push({x, y: chart.value, name: "raw", type: "scatter", mode: chart.value.length > 60 ? "lines" : "lines+markers",
+    const smoothed = chart.smoother !== null;
+    drawn.push({x: x.slice(), y: chart.value.slice(), name: "raw", type: "scatter",
+                mode: chart.value.length > 60 ? "lines" : "lines+markers",
                 line: {width: 1, color: smoothed ? "rgba(59, 110, 214, 0.28)" : "#3b6ed6"},
                 marker: {size: 3, color: smoothed ? "rgba(59, 110, 214, 0.28)" : "#3b6ed6"}, hovertemplate: hover});
     if (smoothed) {
-      drawn.push({x, y: smooth(chart.value, controls.smoothing), name: "smoothed", type: "scatter", mode: "lines",
+      drawn.push({x: x.slice(), y: chart.smoothed.slice(), name: "smoothed", type: "scatter", mode: "lines",
                   line: {width: 2, color: "#1f3f8a"}, hovertemplate: hover});
     }
     return drawn;
@@ -136,17 +175,22 @@
     };
   }
 
+  // Both axes' types are given (plotly would guess them from the data on every draw) and tick labels may reach past
+  // the chart's edge (plotly would measure each one to hide those): a draw costs about a third less.
   function layout(chart) {
     revision += 1;
-    const flat = controls.logY ? undefined : window.rlwebFlatRange([chart.value, chart.low, chart.high]);
+    const flat = controls.logY ? undefined : window.rlwebFlatRange([chart.extent]);
+    const range = xRange(chart);
     return {
       ...markShapes(),
       uirevision: controls.xAxis + controls.logY,  // zoom and pan survive new points, not a change of axis
       datarevision: revision,
       margin: {l: 56, r: 12, t: 6, b: 40},
-      xaxis: {title: {text: controls.xAxis === "step" ? "env steps" : "wall time (s)"}, gridcolor: "#e7eaf0",
-              zeroline: false},
+      xaxis: {title: {text: controls.xAxis === "step" ? "env steps" : "wall time (s)"}, type: "linear",
+              gridcolor: "#e7eaf0", zeroline: false, ticklabeloverflow: "allow",
+              ...(range ? {range, autorange: false} : {autorange: true})},
       yaxis: {type: controls.logY ? "log" : "linear", gridcolor: "#e7eaf0", zeroline: false, automargin: true,
+              ticklabeloverflow: "allow",
               ...(flat ? {range: flat, autorange: false} : {autorange: true})},
       showlegend: false,
       paper_bgcolor: "rgba(0,0,0,0)",
@@ -156,15 +200,122 @@
     };
   }
 
+  // Draw the chart whole with plotly, its live tail taken in.
   function draw(chart) {
     chart.stale = false;
-    const shown = chart.value.length;
-    chart.note.textContent = shown < chart.count ? `${shown} of ${chart.count} points drawn` : `${chart.count} points`;
+    chart.whole = false;
+    chart.shape = shapeOf(chart);
+    chart.drawn = chart.value.length;
+    chart.plotlyAt = performance.now();
+    clearTimeout(chart.flushTimer);
+    chart.flushTimer = null;
+    showCount(chart);
     return Plotly.react(chart.element, traces(chart), layout(chart), plotConfig).then(() => {
+      if (chart.tail) chart.tail.svg.replaceChildren();
       if (chart.clickable) return;
       chart.clickable = true;  // plotly keeps its handlers across react()
       chart.element.on("plotly_click", (click) => showNearest(chart.step[click.points[0].pointIndex]));
+      chart.element.on("plotly_relayout", (change) => noticeZoom(chart, change));
     });
+  }
+
+  function showCount(chart) {
+    const shown = chart.value.length;
+    chart.note.textContent = shown < chart.count ? `${shown} of ${chart.count} points drawn` : `${chart.count} points`;
+  }
+
+  // --- live points between plotly's draws --------------------------------------------------------------
+  // Plotly draws a whole chart for any change, appending points too (extendTraces recomputes the figure: 5-20 ms
+  // a chart, more than a frame for the 2-4 charts on screen). So a live point first goes onto its chart's tail:
+  // an SVG polyline per line (raw, smoothed) over the plot area, from the last point plotly drew, placed with the
+  // axes it drew; a fraction of a millisecond. Plotly takes the tail in `plotlyInterval` ms after its last draw,
+  // or at once when a point falls outside its axes. While the run trains, its x axis leaves room on the right for
+  // about 100 more points (`xRange`), unless the user zoomed: then the tail is cut at the plot area's edges.
+
+  function liveRun() {
+    return !ended && !finishedStatuses.includes(page.dataset.status);
+  }
+
+  // The x range of a chart of a live run: its points and as much again as its last 100 took (at least 5%);
+  // undefined (plotly's autorange) once the run has ended. A chart the user zoomed keeps the range they chose
+  // (plotly would otherwise take ours: it keeps a zoom across draws only while the range we give does not change).
+  function xRange(chart) {
+    if (chart.zoomed.x && chart.element.layout) return Array.from(chart.element.layout.xaxis.range);
+    const x = xValues(chart);
+    if (!liveRun() || x.length < 2) return undefined;
+    const low = Math.min(x[0], x[x.length - 1]);
+    const high = Math.max(x[0], x[x.length - 1]);
+    const recent = x[x.length - 1] - x[Math.max(0, x.length - 101)];
+    return high > low ? [low, high + Math.max(recent, 0.05 * (high - low))] : undefined;
+  }
+
+  // The user zoomed or panned an axis, or double-clicked back to the whole chart.
+  function noticeZoom(chart, change) {
+    for (const axis of ["x", "y"]) {
+      if (`${axis}axis.autorange` in change) chart.zoomed[axis] = false;
+      else if (Object.keys(change).some((key) => key.startsWith(`${axis}axis.range`))) chart.zoomed[axis] = true;
+    }
+  }
+
+  // Whether the points plotly lacks can go onto the tail: plotly drew this chart with the same traces, no markers
+  // and no band, and each point lies within its axes (on an axis the user zoomed, the tail is cut instead).
+  function tailFits(chart) {
+    const full = chart.element._fullLayout;
+    if (chart.whole || !full || chart.low || shapeOf(chart) !== chart.shape || chart.value.length <= 60) return false;
+    const x = xValues(chart);
+    const xRangeDrawn = [...full.xaxis.range].sort((a, b) => a - b);
+    const yRangeDrawn = [...full.yaxis.range].sort((a, b) => a - b);
+    for (let index = chart.drawn; index < chart.value.length; index++) {
+      const y = full.yaxis.c2l(chart.value[index]);
+      if (!chart.zoomed.x && (x[index] < xRangeDrawn[0] || x[index] > xRangeDrawn[1])) return false;
+      if (!chart.zoomed.y && !(y >= yRangeDrawn[0] && y <= yRangeDrawn[1])) return false;
+    }
+    return true;
+  }
+
+  // The tail: from the last point plotly drew to the newest, in pixels of the axes plotly drew.
+  function drawTail(chart) {
+    const full = chart.element._fullLayout;
+    const xa = full.xaxis;
+    const ya = full.yaxis;
+    if (chart.tail && !chart.tail.svg.isConnected) chart.element.append(chart.tail.svg);
+    if (!chart.tail) {
+      const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+      svg.setAttribute("class", "live-tail");
+      svg.setAttribute("aria-hidden", "true");
+      chart.tail = {svg};
+      chart.element.append(svg);
+    }
+    const svg = chart.tail.svg;
+    Object.assign(svg.style, {left: `${xa._offset}px`, top: `${ya._offset}px`, width: `${xa._length}px`,
+                              height: `${ya._length}px`});
+    const x = xValues(chart);
+    const lines = [[chart.value, "raw"], ...(chart.smoother ? [[chart.smoothed, "smoothed"]] : [])];
+    svg.replaceChildren(...lines.map(([values, name]) => {
+      const points = [];
+      for (let index = Math.max(0, chart.drawn - 1); index < values.length; index++) {
+        if (isNumber(values[index])) points.push(`${xa.c2p(x[index]).toFixed(1)},${ya.c2p(values[index]).toFixed(1)}`);
+      }
+      const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+      line.setAttribute("class", `live-tail-${name}${chart.smoother ? " is-smoothed" : ""}`);
+      line.setAttribute("points", points.join(" "));
+      return line;
+    }));
+    showCount(chart);
+    chart.stale = false;
+    if (chart.flushTimer === null) {
+      chart.flushTimer = setTimeout(() => {
+        chart.flushTimer = null;
+        if (chart.drawn < chart.value.length) onScreen.has(chart) || ended ? draw(chart) : (chart.stale = true);
+      }, Math.max(0, chart.plotlyAt + plotlyInterval - performance.now()));
+    }
+  }
+
+  // A live point on screen: onto the tail when it fits, else plotly draws the chart.
+  function drawLive(chart) {
+    if (!tailFits(chart)) return draw(chart);
+    drawTail(chart);
+    return Promise.resolve();
   }
 
   // --- a clicked point: the video and the checkpoint nearest to its step ------------------------------
@@ -197,8 +348,13 @@
       `Step ${step}: ${found.length ? found.join(" and ") : "no video or checkpoint yet"}.`;
   }
 
+  // After a change of the controls: every chart, whole (a new axis forgets the zoom).
   function drawAll() {
-    return Promise.all([...charts.values()].map(draw));
+    return Promise.all([...charts.values()].map((chart) => {
+      resetDerived(chart);
+      chart.zoomed = {x: false, y: false};
+      return draw(chart);
+    }));
   }
 
   // Keep the smallest and the largest point of each 4, in their order: extremes stay, the count shrinks.
@@ -214,6 +370,8 @@
       }
     }
     Object.assign(chart, kept);
+    resetDerived(chart);  // the smoothed line of the points kept, as a whole draw would smooth them
+    chart.whole = true;
   }
 
   function loadSeries(metrics) {
@@ -224,6 +382,8 @@
       const chart = chartFor(key);
       Object.assign(chart, {step: series.step, time: series.time, value: series.value, count: series.count,
                             low: series.low || null, high: series.high || null, throughSeq: series.through_seq});
+      resetDerived(chart);
+      chart.whole = true;
     }
     const returns = metrics["rollout/episode_return"];
     if (returns) episodeCount = returns.count;
@@ -245,14 +405,18 @@
       chart.step.push(event.step);
       chart.time.push(event.time);
       chart.value.push(value);
+      widen(chart, value);
+      if (chart.smoother) chart.smoothed.push(chart.smoother(value));
       const spread = key.endsWith("_mean") ? event.values[key.slice(0, -5) + "_std"] : undefined;
       if (isNumber(spread)) {
-        if (!chart.low) {
+        if (!chart.low) {  // the band's traces come first: drawn whole
           chart.low = chart.value.slice(0, -1);
           chart.high = chart.value.slice(0, -1);
         }
         chart.low.push(value - spread);
         chart.high.push(value + spread);
+        widen(chart, value - spread);
+        widen(chart, value + spread);
       } else if (chart.low) {
         chart.low.push(value);
         chart.high.push(value);
@@ -452,7 +616,7 @@
       else if (event.kind === "video") addVideo(event.values);
       else if (event.kind === "hyperparameters" && !event.values.error) {
         marks.push(event);
-        charts.forEach((chart) => changed.add(chart));  // every chart gets the mark
+        charts.forEach((chart) => { chart.whole = true; changed.add(chart); });  // every chart gets the mark
       }
       else if (event.kind === "finished" || event.kind === "failed") {
         setStatus(event.kind === "failed" ? "failed" : event.values.status);
@@ -460,12 +624,17 @@
         showEnd(isNumber(event.values.seconds) ? event.values.seconds : event.time);  // this attempt's
       }
       showNumbers(event);
+      if (event.kind === "finished" || event.kind === "failed") endLive();
     }
     changed.forEach((chart) => { chart.stale = true; });
-    const ended = events.some((event) => event.kind === "finished" || event.kind === "failed");
-    // at the end every chart is brought up to date, on screen or not (a print, a screenshot)
-    const due = ended ? [...charts.values()].filter((chart) => chart.stale) : [...changed].filter((c) => onScreen.has(c));
-    return Promise.all(due.map(draw));
+  }
+
+  // The run's last event came: every chart is brought up to date at the next frame, on screen or not (a print, a
+  // screenshot), with its x axis fitting its points again.
+  function endLive() {
+    ended = true;
+    charts.forEach((chart) => { chart.stale = true; });
+    if (frame === null) frame = requestAnimationFrame(onFrame);
   }
 
   // `attemptSeconds`: how long the attempt that ended trained (its `seconds`; event times are on the run's
@@ -479,46 +648,102 @@
     document.getElementById("run-duration").textContent = attempts > 1 ? `${text} over ${attempts} attempts` : text;
   }
 
-  // Live events arrive one by one; draw what came at the next animation frame, one batch at a time, then
-  // tell whoever listens (tests, benchmarks).
-  function queue(event, receivedAt) {
-    pending.push({event, receivedAt});
-    schedule();
+  // Live events arrive one by one and go into the charts' data at once; the charts on screen are drawn at the next
+  // animation frame, with every point that came before it. At the frame after, those points are on screen: the
+  // page tells whoever listens (tests, benchmarks) and draws what came meanwhile. A hidden tab has no frames: its
+  // charts wait, their data does not.
+  let unreported = [];  // {seq, receivedAt} of the events applied and not yet drawn
+  let drawnBatch = null;  // drawn at the last frame: {batch, drawStart, drawEnd}
+  let frame = null;
+
+  function receive(event, receivedAt) {
+    apply([event]);
+    unreported.push({seq: event.seq, receivedAt});
+    if (unreported.length > maxUnreported) unreported = unreported.slice(-maxUnreported);
+    if (frame === null) frame = requestAnimationFrame(onFrame);
   }
 
-  function schedule() {
-    if (drawTimer !== null || !pending.length) return;
-    drawTimer = requestAnimationFrame(async () => {
-      const batch = pending;
-      pending = [];
-      const drawStart = performance.now();
-      await apply(batch.map((item) => item.event));
-      requestAnimationFrame(() => {  // the points are on screen at the next frame
-        drawTimer = null;
-        const seqs = batch.map((item) => item.event.seq);
-        page.dataset.drawnSeq = seqs[seqs.length - 1];
-        window.dispatchEvent(new CustomEvent("run-page:drawn", {detail: {
-          seqs, received: batch.map((item) => item.receivedAt), drawStart, drawn: performance.now()}}));
-        schedule();
-      });
+  function onFrame() {
+    if (drawnBatch) {  // on screen since this frame began
+      const {batch, drawStart, drawEnd} = drawnBatch;
+      drawnBatch = null;
+      const seqs = batch.map((item) => item.seq);
+      page.dataset.drawnSeq = seqs[seqs.length - 1];
+      window.dispatchEvent(new CustomEvent("run-page:drawn", {detail: {
+        seqs, received: batch.map((item) => item.receivedAt), drawStart, drawEnd, drawn: performance.now()}}));
+    }
+    const due = [...charts.values()].filter((chart) => chart.stale && (ended || onScreen.has(chart)));
+    if (!unreported.length && !due.length) {
+      frame = null;
+      return;
+    }
+    const batch = unreported;
+    unreported = [];
+    const drawStart = performance.now();
+    frame = Promise.all(due.map(ended ? draw : drawLive)).then(() => {
+      drawnBatch = batch.length ? {batch, drawStart, drawEnd: performance.now()} : null;
+      frame = requestAnimationFrame(onFrame);
     });
   }
 
+  // Follow the run from `lastSeq` on: through the worker that holds one connection for every run page of the site
+  // in this browser (live_worker.js), or, where there are no shared workers, over a stream of the page's own.
   function follow(lastSeq) {
+    if (window.SharedWorker) followShared(lastSeq);
+    else followOwn(lastSeq);
+  }
+
+  function followOwn(lastSeq) {
     const source = new EventSource(`${page.dataset.streamUrl}?last_id=${lastSeq}`);
     source.onopen = () => { liveIndicator.hidden = false; };
-    source.onmessage = (message) => queue(JSON.parse(message.data), performance.now());
+    source.onmessage = (message) => receive(JSON.parse(message.data), performance.now());
     source.onerror = () => { liveIndicator.hidden = true; };  // the browser reconnects with Last-Event-ID
-    // the page drew events of an attempt that a resume forgot (its worker died): draw the history again
     source.addEventListener("reset", () => {
       source.close();
-      window.location.reload();
+      restart();
     });
     source.addEventListener("end", (message) => {
       source.close();
-      const status = JSON.parse(message.data).status;
-      setTimeout(() => setStatus(status), 200);
+      stop(JSON.parse(message.data).status);
     });
+  }
+
+  function followShared(lastSeq) {
+    const runId = Number(page.dataset.runId);
+    const worker = new SharedWorker(page.dataset.liveWorkerUrl, {name: "rlweb-live"});
+    let seq = lastSeq;
+    worker.port.onmessage = (message) => {
+      const {event, open, end, reset} = message.data;
+      if (event) {
+        seq = event.seq;
+        receive(event, performance.now());
+      } else if (open !== undefined) {
+        liveIndicator.hidden = !open;
+      } else if (end) {
+        stop(end.status);
+      } else if (reset) {
+        restart();
+      }
+    };
+    worker.port.start();
+    worker.port.postMessage({url: page.dataset.runsStreamUrl, follow: runId, after: seq});
+    // a page left (or kept in the back-forward cache) stops following; one shown again goes on from where it was
+    window.addEventListener("pagehide", () => worker.port.postMessage({unfollow: runId}));
+    window.addEventListener("pageshow", (shown) => {
+      if (shown.persisted && !ended) worker.port.postMessage({follow: runId, after: seq});
+    });
+  }
+
+  // The page drew events of an attempt that a resume forgot (its worker died): draw the history again.
+  function restart() {
+    window.location.reload();
+  }
+
+  function stop(status) {
+    setTimeout(() => {
+      setStatus(status);
+      endLive();
+    }, 200);
   }
 
   function listenToControls() {

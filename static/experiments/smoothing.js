@@ -1,16 +1,23 @@
 // What the run page and the compare page share: TensorBoard's exponential moving average, debiased so the
 // first points are not pulled towards 0; gaps (null, NaN) stay gaps and do not move the average.
-window.rlwebSmooth = function smooth(values, weight) {
+// `rlwebSmoother(weight)` is the same average one value at a time (the run page's live points);
+// `rlwebSmooth(values, weight)` smooths a whole series with it.
+window.rlwebSmoother = function smoother(weight) {
   "use strict";
-  if (!weight) return values;
   let last = 0;
   let norm = 0;
-  return values.map((value) => {
+  return function next(value) {
     if (value === null || !Number.isFinite(value)) return null;
     last = last * weight + (1 - weight) * value;
     norm = norm * weight + (1 - weight);
     return last / norm;
-  });
+  };
+};
+
+window.rlwebSmooth = function smooth(values, weight) {
+  "use strict";
+  if (!weight) return values;
+  return values.map(window.rlwebSmoother(weight));
 };
 
 // A y range for a series whose values differ only by rounding (a constant such as an epsilon that reached its

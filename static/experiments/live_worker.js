@@ -1,0 +1,113 @@
+// One live connection for every run page of the site open in this browser (a SharedWorker, started by
+// run_detail.js). A browser opens at most 6 HTTP/1.1 connections to a site: with a server-sent-events stream per
+// page, a seventh run page would wait for a connection, and so would every other request of the site (pages,
+// history, downloads). So the pages ask this worker to follow their runs, and it follows all of them over one
+// stream (runs-stream: ?runs=RUN:SEQ,...), handing each event to the pages of its run.
+//
+// Each page says from which seq it needs its run's events (what its history holds). A run's stream position is
+// the smallest of its pages' seqs; the worker opens the stream again when that moves back (a new page behind the
+// others) or the set of runs changes, and after the connection drops, from where each run is: no event is lost,
+// and none reaches a page twice.
+"use strict";
+
+const runs = new Map();  // run id -> Map(port -> the last seq that page has)
+let streamUrl = null;
+let source = null;
+let open = false;
+let reopenTimer = null;
+
+function position(pages) {
+  return Math.min(...pages.values());
+}
+
+function post(port, message) {
+  try {
+    port.postMessage(message);
+  } catch (error) {
+    // a page that went away without saying so: forgotten at its run's end
+  }
+}
+
+function reopen(delay) {
+  clearTimeout(reopenTimer);
+  reopenTimer = setTimeout(connect, delay);
+}
+
+function connect() {
+  reopenTimer = null;
+  if (source) source.close();
+  source = null;
+  setOpen(false);
+  if (!runs.size || !streamUrl) return;
+  const followed = [...runs].map(([run, pages]) => `${run}:${position(pages)}`).join(",");
+  const current = new EventSource(`${streamUrl}?runs=${followed}`);
+  source = current;
+  current.onopen = () => setOpen(true);
+  current.onmessage = (message) => {
+    const event = JSON.parse(message.data);
+    const pages = runs.get(event.run);
+    if (!pages) return;
+    delete event.run;
+    for (const [port, seq] of pages) {
+      if (event.seq <= seq) continue;  // that page has it (it started ahead, or the stream opened again)
+      pages.set(port, event.seq);
+      post(port, {event});
+    }
+  };
+  for (const kind of ["end", "reset"]) {
+    current.addEventListener(kind, (message) => {
+      const data = JSON.parse(message.data);
+      const pages = runs.get(data.run);
+      if (!pages) return;
+      runs.delete(data.run);  // the stream no longer follows it either
+      pages.forEach((seq, port) => post(port, {[kind]: data}));
+      if (!runs.size) connect();  // nothing left to follow: close
+    });
+  }
+  // the server closed the stream or the network failed: open it again, from where each run is, as the browser
+  // would (the retry hint), rather than from where this stream began
+  current.onerror = () => {
+    if (source !== current) return;
+    current.close();
+    setOpen(false);
+    reopen(2000);
+  };
+}
+
+function setOpen(state) {
+  open = state;
+  runs.forEach((pages) => pages.forEach((seq, port) => post(port, {open})));
+}
+
+function follow(port, run, after) {
+  let pages = runs.get(run);
+  const streamed = pages ? position(pages) : null;
+  if (!pages) {
+    pages = new Map();
+    runs.set(run, pages);
+  }
+  pages.set(port, after);
+  post(port, {open});
+  if (streamed === null || after < streamed) reopen(30);  // a new run, or a page behind the stream: many at once
+}
+
+function unfollow(port, run) {
+  const pages = runs.get(run);
+  if (!pages) return;
+  pages.delete(port);
+  if (!pages.size) {
+    runs.delete(run);
+    reopen(1000);  // without it, unless another page comes meanwhile
+  }
+}
+
+self.onconnect = (connection) => {
+  const port = connection.ports[0];
+  port.onmessage = (message) => {
+    const {url, follow: run, after, unfollow: left} = message.data;
+    if (url) streamUrl = url;
+    if (run !== undefined) follow(port, run, after);
+    if (left !== undefined) unfollow(port, left);
+  };
+  port.start();
+};

@@ -1,0 +1,195 @@
+"""Live points on the run page, in a real browser against the real stack: a run under way, whose stored history the
+server downsampled, gets thousands of events at a few hundred a second. Every one is drawn: first on its chart's
+tail (the append path: no whole plotly draw per point), then in plotly's own traces, whose points are the history
+the page started with plus every live point, in order; the smoothed line is the moving average of the raw one,
+grown one point at a time, also after a change of smoothing. Past 4,000 points a chart keeps the smallest and
+largest of each 4: the count stays exact and no extreme is lost. Screenshot: docs/screenshots/run-live-points.png."""
+
+from __future__ import annotations
+
+import math
+import random
+import textwrap
+
+import pytest
+
+from tests.e2e.stack import SCREENSHOTS, sign_up
+
+pytestmark = pytest.mark.e2e
+
+USERNAME, PASSWORD = "follower", "a long browser password 16"
+HISTORY = 3000  # episodes stored before the page opens: the server draws at most 1,024 points of a metric
+RETURNS = "document.querySelector('[data-metric=\"rollout/episode_return\"] .chart')"
+
+SITE_REDIS = """
+from datetime import timedelta
+from django.conf import settings
+from django.utils import timezone
+settings.REDIS_URL = f"unix://{settings.VAR_DIR}/redis.sock?db=0"  # the site's own Redis, as its worker has it
+AHEAD = timezone.now() + timedelta(days=1)  # no worker beats for these runs: the lost-run sweep leaves them
+"""
+
+MAKE_RUN = """
+from django.contrib.auth import get_user_model
+from rlweb.experiments.live import RedisSink
+from rlweb.experiments.models import Experiment, Run
+owner = get_user_model().objects.get(username=USERNAME)
+experiment = Experiment.objects.create(owner=owner, name="live points", algorithm="dqn", env_id="CartPole-v1",
+                                       total_steps=10**7, auto_resume=False, device="cpu")
+run = Run.objects.create(experiment=experiment, seed=0, total_steps=10**7, status="running", attempts=1,
+                         started_at=timezone.now(), first_started_at=timezone.now())
+sink = RedisSink(run, batch_size=10**6, flush_seconds=10**6)
+for step, value in POINTS:
+    sink.emit({"kind": "episode", "step": step, "time": step / 1000,
+               "values": {"rollout/episode_return": value, "rollout/episode_length": int(value) + 20}})
+sink.flush()
+Run.objects.filter(pk=run.pk).update(heartbeat_at=AHEAD)  # after the sink's
+result = run.pk
+"""
+
+EMIT = """
+import time
+from rlweb.experiments.live import RedisSink
+from rlweb.experiments.models import Run
+sink = RedisSink(Run.objects.get(pk=RUN))
+started = time.perf_counter()
+for index, (step, value) in enumerate(POINTS):
+    time.sleep(max(0.0, started + index / RATE - time.perf_counter()))
+    sink.emit({"kind": "episode", "step": step, "time": step / 1000,
+               "values": {"rollout/episode_return": value, "rollout/episode_length": int(value) + 20}})
+sink.flush()
+Run.objects.filter(pk=RUN).update(heartbeat_at=AHEAD)
+result = sink.seq
+"""
+
+
+def emit(site_stack, run_id: int, points: list[tuple[int, float]], rate: float = 300) -> int:
+    """Report `points` (step, return) as episodes of the run, `rate` a second, from a process of their own."""
+    code = f"RUN, RATE, POINTS = {run_id}, {rate}, {points!r}\n" + SITE_REDIS + EMIT
+    return site_stack.orm(textwrap.dedent(code))
+
+
+def episodes(first: int, count: int) -> list[tuple[int, float]]:
+    """(step, return) of `count` episodes from the `first`: a learning curve with noise, 10 steps an episode."""
+    noise = random.Random(first)
+    return [(10 * index, 400 * (1 - math.exp(-index / 1500)) + noise.gauss(0, 40))
+            for index in range(first, first + count)]
+
+
+def smooth(values: list[float], weight: float) -> list[float]:
+    """TensorBoard's debiased exponential moving average, as smoothing.js computes it."""
+    last = norm = 0.0
+    smoothed = []
+    for value in values:
+        last = last * weight + (1 - weight) * value
+        norm = norm * weight + (1 - weight)
+        smoothed.append(last / norm)
+    return smoothed
+
+
+def drawn(page) -> dict:
+    """What plotly drew of the returns chart (its traces, by name) and the chart's note."""
+    return page.evaluate(f"""() => {{
+        const chart = {RETURNS};
+        const byName = Object.fromEntries(chart.data.map((trace) => [trace.name, {{x: Array.from(trace.x),
+                                                                                 y: Array.from(trace.y)}}]));
+        return {{...byName, note: chart.closest('figure').querySelector('.chart-note').textContent}};
+    }}""")
+
+
+def settle(page, seq: int) -> None:
+    """Wait until the page has drawn every event up to `seq`, and plotly has taken in its charts' tails."""
+    page.wait_for_function(f"Number(document.getElementById('run-page').dataset.drawnSeq) >= {seq}", timeout=60_000)
+    page.wait_for_function(f"!{RETURNS}.querySelector('.live-tail polyline')", timeout=10_000)
+
+
+def test_every_live_point_is_drawn_once_through_the_append_path_with_correct_smoothing(site_stack, site, browser):
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.set_default_timeout(30_000)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    sign_up(page, site, USERNAME, PASSWORD)
+    run_id = site_stack.orm(f"USERNAME, POINTS = {USERNAME!r}, {episodes(1, HISTORY)!r}\n" + SITE_REDIS + MAKE_RUN)
+    page.goto(f"{site}/runs/{run_id}/")
+    page.wait_for_function("document.getElementById('run-page').dataset.ready === '1'")
+    page.wait_for_selector("#live-indicator:not([hidden])")
+    start = drawn(page)
+    history = len(start["raw"]["x"])
+    assert history <= 1024 and start["note"] == f"{history} of {HISTORY} points drawn"  # downsampled by the server
+    assert start["smoothed"]["y"] == pytest.approx(smooth(start["raw"]["y"], 0.6), rel=1e-9)
+    page.evaluate("""() => {  // count plotly's whole draws and the tails drawn from now on
+        window.wholeDraws = 0;
+        const react = Plotly.react;
+        Plotly.react = (...args) => { window.wholeDraws += 1; return react(...args); };
+        window.tailDraws = 0;
+        new MutationObserver((changes) => { window.tailDraws += changes.filter((change) =>
+            change.target.closest && change.target.closest('.live-tail')).length; })
+            .observe(document.getElementById('charts'), {childList: true, subtree: true});
+    }""")
+
+    # 1,000 live episodes: each drawn, first on the tail, and then all of them in plotly's traces
+    first_live = episodes(HISTORY + 1, 1000)
+    last_seq = emit(site_stack, run_id, first_live)
+    settle(page, last_seq)
+    after = drawn(page)
+    assert after["raw"]["x"] == start["raw"]["x"] + [step for step, _ in first_live]
+    assert after["raw"]["y"] == pytest.approx(start["raw"]["y"] + [value for _, value in first_live], rel=1e-12)
+    assert after["note"] == f"{history + 1000} of {HISTORY + 1000} points drawn"
+    assert after["smoothed"]["y"] == pytest.approx(smooth(after["raw"]["y"], 0.6), rel=1e-9)
+    whole, tails = page.evaluate("[window.wholeDraws, window.tailDraws]")
+    print(f"history {history} points; 1,000 live points: {whole} whole draws, {tails} tail changes")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("section.card", has=page.locator("#charts")).screenshot(path=str(SCREENSHOTS / "run-live-points.png"))
+    assert tails >= 100 and whole <= 60, (whole, tails)  # ~4 whole draws a second at most, not one per point
+
+    # another smoothing while points come: the line is smoothed again, then grows with the new weight
+    page.fill("#smoothing", "0.9")
+    second_live = episodes(HISTORY + 1001, 300)
+    last_seq = emit(site_stack, run_id, second_live)
+    settle(page, last_seq)
+    after = drawn(page)
+    assert len(after["raw"]["x"]) == history + 1300 and after["raw"]["x"] == sorted(after["raw"]["x"])
+    assert after["smoothed"]["y"] == pytest.approx(smooth(after["raw"]["y"], 0.9), rel=1e-9)
+
+    # past 4,000 points: the chart keeps the smallest and largest of each 4, the extremes among them, and counts all
+    third_live = episodes(HISTORY + 1301, 2500)
+    third_live[700] = (third_live[700][0], 10_000.0)  # a spike and a dip, which must survive
+    third_live[1900] = (third_live[1900][0], -10_000.0)
+    last_seq = emit(site_stack, run_id, third_live, rate=500)
+    settle(page, last_seq)
+    after = drawn(page)
+    total = HISTORY + 1300 + 2500
+    shown = len(after["raw"]["x"])
+    assert shown < history + 3800 and shown <= 4000 and after["note"] == f"{shown} of {total} points drawn"
+    assert 10_000.0 in after["raw"]["y"] and -10_000.0 in after["raw"]["y"]
+    assert after["raw"]["x"] == sorted(set(after["raw"]["x"])) and after["raw"]["x"][-1] == third_live[-1][0]
+    assert after["smoothed"]["y"] == pytest.approx(smooth(after["raw"]["y"], 0.9), rel=1e-9)
+    assert not errors
+
+
+def test_more_run_pages_than_the_browser_has_connections_all_follow_their_runs(site_stack, site, browser):
+    """A browser opens at most 6 connections to a site: run pages in 8 tabs, each following its run over a stream of
+    its own, would leave 2 of them (and every other request) waiting. They share one stream (live_worker.js)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    site_stack.orm("""
+        from rlweb.accounts.models import SiteSettings
+        result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
+    """)  # the first sign-up of the site closed it
+    sign_up(page, site, "tabs", PASSWORD)
+    run_ids = [site_stack.orm(f"USERNAME, POINTS = 'tabs', {episodes(1, 100)!r}\n" + SITE_REDIS + MAKE_RUN)
+               for _ in range(8)]
+    tabs = [context.new_page() for _ in run_ids]
+    for tab, run_id in zip(tabs, run_ids):
+        tab.goto(f"{site}/runs/{run_id}/", wait_until="commit")
+    for tab in tabs:
+        tab.wait_for_function("document.getElementById('run-page').dataset.ready === '1'", timeout=30_000)
+        tab.wait_for_selector("#live-indicator:not([hidden])", timeout=30_000)
+    seqs = [emit(site_stack, run_id, episodes(101 + index, 1)) for index, run_id in enumerate(run_ids)]
+    for tab, seq, index in zip(tabs, seqs, range(8)):
+        tab.wait_for_function(f"Number(document.getElementById('run-page').dataset.drawnSeq) === {seq}")
+        steps = tab.evaluate(f"Array.from({RETURNS}.data.find((trace) => trace.name === 'raw').x).slice(-2)")
+        assert steps == [1000, 10 * (101 + index)]
+    page.goto(f"{site}/runs/")  # and the site answers every other request meanwhile
+    assert page.locator("#run-list-table tr[data-run-id]").count() == 8
+    context.close()
