@@ -4,6 +4,8 @@
     python -m benchmarks distributed --set batch_size=1024             # fewer, bigger minibatches
     python -m benchmarks distributed --env HalfCheetah-v5 --steps 20480 --repeats 2
     python -m benchmarks distributed --learning                        # also: steps to solve CartPole, 3 seeds
+    python -m benchmarks distributed --lunarlander --seeds 2           # only: ppo on 2 processes to 200 on
+                                                                       # LunarLander-v3 in 1M steps (presets.py's)
 
 Env steps per second of PPO (learning included) with each process count, in interleaved repeats (medians): over
 the training itself (the runner's clock: the processes launched, agents built), and over the whole call
@@ -97,16 +99,42 @@ def steps_to_solve(processes: int, seed: int, budget: int = 100_000) -> int | No
     return summary["steps"] if sink.best >= 475.0 else None
 
 
+def lunarlander(processes: int, seeds: int, budget: int = 1_000_000, eval_every: int = 50_000) -> None:
+    """`python -m benchmarks presets --lunarlander` (ppo, the zoo preset, 1M steps, 10 evaluation episodes every
+    50k) on `processes` processes: the env steps at which the evaluation first reaches 200."""
+    import trainer
+    from benchmarks.presets import first_step_at
+    from trainer.events import ListSink
+
+    print(f"ppo on LunarLander-v3 on {processes} processes, zoo preset, {budget:,} env steps, 10 evaluation "
+          f"episodes every {eval_every:,}")
+    for seed in range(seeds):
+        sink, started = ListSink(), time.perf_counter()
+        agent = trainer.make("ppo", "LunarLander-v3", seed=seed, device="cpu", preset="auto", processes=processes)
+        summary = agent.learn(budget, sink=sink, eval_interval=eval_every, eval_episodes=10)
+        step = first_step_at(sink.events, 200.0)
+        print(f"  seed {seed}: 200 reached at {f'{step:,}' if step else 'never'} env steps; final "
+              f"{summary['eval_return_mean']:.1f}; {time.perf_counter() - started:.0f} s (load {load()})",
+              flush=True)
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks distributed")
     parser.add_argument("--env", default="LunarLander-v3")
-    parser.add_argument("--steps", type=int, default=32_768, help="env steps per run (the zoo preset: 16,384 a rollout)")
+    parser.add_argument("--steps", type=int, default=32_768,
+                        help="env steps per run (the zoo preset: 16,384 a rollout)")
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a hyperparameter of ppo")
     parser.add_argument("--learning", action="store_true", help="also env steps to solve CartPole-v1, 3 seeds")
+    parser.add_argument("--lunarlander", action="store_true",
+                        help="only ppo on the last of --processes to 200 on LunarLander-v3 (1M steps a seed)")
+    parser.add_argument("--seeds", type=int, default=2)
     args = parser.parse_args(argv)
     settings = dict(item.split("=", 1) for item in args.set)
+    if args.lunarlander:
+        lunarlander(args.processes[-1], args.seeds)
+        return
 
     import trainer
     from trainer.distributed import Hosts, Launch
