@@ -270,10 +270,15 @@ def report_live(label: str, result: dict, rate: float, runs: int) -> None:
 
 
 def scripts_at(revision: str) -> dict[str, bytes]:
-    """The run page's scripts as they were at git `revision`, by the path the browser asks for."""
-    return {f"**/static/experiments/{name}": subprocess.run(
-        ["git", "show", f"{revision}:static/experiments/{name}"], cwd=REPO, capture_output=True, check=True).stdout
-        for name in ("run_detail.js", "smoothing.js")}
+    """The run page's scripts as they were at git `revision` (or as they are in the folder `revision`: a variant
+    being tried), by the path the browser asks for."""
+    def read(name: str) -> bytes:
+        if Path(revision).is_dir():
+            return (Path(revision) / name).read_bytes()
+        return subprocess.run(["git", "show", f"{revision}:static/experiments/{name}"], cwd=REPO,
+                              capture_output=True, check=True).stdout
+
+    return {f"**/static/experiments/{name}": read(name) for name in ("run_detail.js", "smoothing.js")}
 
 
 def serve_scripts(context, scripts: dict[str, bytes]) -> None:
@@ -325,7 +330,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--history", type=int, default=0,
                         help="events per kind each live run has stored before its page opens (a run under way)")
     parser.add_argument("--baseline", metavar="REV",
-                        help="also measure the run page's scripts at this git revision, in turns with the working tree's")
+                        help="also measure the run page's scripts at this git revision (or in this folder), in turns "
+                             "with the working tree's")
     parser.add_argument("--rounds", type=int, default=1, help="live measurements of each variant, in turns")
     parser.add_argument("--screenshot", type=Path, help="save the long run's page here")
     parser.add_argument("--var-dir", type=Path, help="keep the site's state here and reuse a long run filled before")

@@ -15,6 +15,7 @@ let streamUrl = null;
 let source = null;
 let open = false;
 let reopenTimer = null;
+let failures = 0;  // in a row: the wait before the next try doubles, from 2 s up to a minute
 
 function position(pages) {
   return Math.min(...pages.values());
@@ -42,7 +43,10 @@ function connect() {
   const followed = [...runs].map(([run, pages]) => `${run}:${position(pages)}`).join(",");
   const current = new EventSource(`${streamUrl}?runs=${followed}`);
   source = current;
-  current.onopen = () => setOpen(true);
+  current.onopen = () => {
+    failures = 0;
+    setOpen(true);
+  };
   current.onmessage = (message) => {
     const event = JSON.parse(message.data);
     const pages = runs.get(event.run);
@@ -64,13 +68,14 @@ function connect() {
       if (!runs.size) connect();  // nothing left to follow: close
     });
   }
-  // the server closed the stream or the network failed: open it again, from where each run is, as the browser
-  // would (the retry hint), rather than from where this stream began
+  // the server closed the stream, refused it (signed out) or the network failed: open it again, from where each
+  // run is, rather than from where this stream began (as the browser would)
   current.onerror = () => {
     if (source !== current) return;
     current.close();
     setOpen(false);
-    reopen(2000);
+    failures += 1;
+    reopen(Math.min(2000 * 2 ** (failures - 1), 60_000));
   };
 }
 

@@ -28,7 +28,7 @@
   const maxLogLines = 500;
 
   const maxUnreported = 10_000;  // seqs kept for the "drawn" report while the tab is hidden (no frames)
-  const plotlyInterval = 1000;  // ms: live points wait on a chart's tail at most this long for plotly (tails below)
+  const plotlyInterval = 3000;  // ms: live points wait on a chart's tail at most this long for plotly (tails below)
 
   const charts = new Map();  // metric key -> chart (chartFor)
   const controls = {smoothing: 0.6, xAxis: "step", logY: false};
