@@ -1,8 +1,10 @@
-// One live connection for every run page of the site open in this browser (a SharedWorker, started by
+// One live connection for the run pages of the site open in this browser (a SharedWorker, started by
 // run_detail.js). A browser opens at most 6 HTTP/1.1 connections to a site: with a server-sent-events stream per
 // page, a seventh run page would wait for a connection, and so would every other request of the site (pages,
-// history, downloads). So the pages ask this worker to follow their runs, and it follows all of them over one
-// stream (runs-stream: ?runs=RUN:SEQ,...), handing each event to the pages of its run.
+// history, downloads). So each run page asks this worker first: the first `maxOwnStreams` open follow their runs
+// over streams of their own (the fastest path: an event reaches the page without passing through this worker's
+// process), and the others ask the worker to follow their runs, which it does for all of them over one stream
+// (runs-stream: ?runs=RUN:SEQ,...), handing each event to the pages of its run.
 //
 // Each page says from which seq it needs its run's events (what its history holds). A run's stream position is
 // the smallest of its pages' seqs; the worker opens the stream again when that moves back (a new page behind the
@@ -10,6 +12,8 @@
 // and none reaches a page twice.
 "use strict";
 
+const maxOwnStreams = 2;  // leaves the browser 3 of its 6 connections for the rest of the site
+const ownStreams = new Set();  // the ports of the pages that follow their run over a stream of their own
 const runs = new Map();  // run id -> Map(port -> the last seq that page has)
 let streamUrl = null;
 let source = null;
@@ -109,10 +113,18 @@ function unfollow(port, run) {
 self.onconnect = (connection) => {
   const port = connection.ports[0];
   port.onmessage = (message) => {
-    const {url, follow: run, after, unfollow: left} = message.data;
+    const {url, ask, follow: run, after, leave} = message.data;
     if (url) streamUrl = url;
+    if (ask !== undefined) {
+      const own = ownStreams.size < maxOwnStreams;
+      if (own) ownStreams.add(port);
+      post(port, {mode: own ? "own" : "shared"});
+    }
     if (run !== undefined) follow(port, run, after);
-    if (left !== undefined) unfollow(port, left);
+    if (leave !== undefined) {
+      ownStreams.delete(port);
+      unfollow(port, leave);
+    }
   };
   port.start();
 };

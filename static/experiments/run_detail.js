@@ -657,6 +657,8 @@
   let frame = null;
 
   function receive(event, receivedAt) {
+    if (event.seq <= lastReceived) return;  // a page shown again from the back-forward cache may get one twice
+    lastReceived = event.seq;
     apply([event]);
     unreported.push({seq: event.seq, receivedAt});
     if (unreported.length > maxUnreported) unreported = unreported.slice(-maxUnreported);
@@ -686,52 +688,62 @@
     });
   }
 
-  // Follow the run from `lastSeq` on: through the worker that holds one connection for every run page of the site
-  // in this browser (live_worker.js), or, where there are no shared workers, over a stream of the page's own.
+  // Follow the run from `lastSeq` on. A browser opens at most 6 connections to a site: with a stream per page, a
+  // seventh run page (and every other page of the site) would wait for one. So the first two run pages open follow
+  // their runs over streams of their own, the fastest path, and the others through the shared worker that holds one
+  // stream for all of them (live_worker.js: one process hop more). Without shared workers, every page has its own.
+  let lastReceived = 0;
+
   function follow(lastSeq) {
-    if (window.SharedWorker) followShared(lastSeq);
-    else followOwn(lastSeq);
+    lastReceived = lastSeq;
+    if (!window.SharedWorker) {
+      followOwn();
+      return;
+    }
+    const runId = Number(page.dataset.runId);
+    const worker = new SharedWorker(page.dataset.liveWorkerUrl, {name: "rlweb-live"});
+    let source = null;
+    const leave = () => worker.port.postMessage({leave: runId});
+    worker.port.onmessage = (message) => {
+      const {mode, event, open, end, reset} = message.data;
+      if (mode === "own") source = followOwn(leave);
+      else if (mode === "shared") worker.port.postMessage({follow: runId, after: lastReceived});
+      else if (event) receive(event, performance.now());
+      else if (open !== undefined) liveIndicator.hidden = !open;
+      else if (end) stop(end.status);
+      else if (reset) restart();
+    };
+    worker.port.start();
+    const ask = () => worker.port.postMessage({url: page.dataset.runsStreamUrl, ask: runId});
+    ask();
+    // a page left (or kept in the back-forward cache) stops following; one shown again goes on from where it was
+    window.addEventListener("pagehide", () => {
+      if (source) source.close();
+      source = null;
+      leave();
+    });
+    window.addEventListener("pageshow", (shown) => {
+      if (shown.persisted && !ended) ask();
+    });
   }
 
-  function followOwn(lastSeq) {
-    const source = new EventSource(`${page.dataset.streamUrl}?last_id=${lastSeq}`);
+  // A stream of the page's own, from the last event it has; `done` is called once the stream ends.
+  function followOwn(done = () => {}) {
+    const source = new EventSource(`${page.dataset.streamUrl}?last_id=${lastReceived}`);
     source.onopen = () => { liveIndicator.hidden = false; };
     source.onmessage = (message) => receive(JSON.parse(message.data), performance.now());
     source.onerror = () => { liveIndicator.hidden = true; };  // the browser reconnects with Last-Event-ID
     source.addEventListener("reset", () => {
       source.close();
+      done();
       restart();
     });
     source.addEventListener("end", (message) => {
       source.close();
+      done();
       stop(JSON.parse(message.data).status);
     });
-  }
-
-  function followShared(lastSeq) {
-    const runId = Number(page.dataset.runId);
-    const worker = new SharedWorker(page.dataset.liveWorkerUrl, {name: "rlweb-live"});
-    let seq = lastSeq;
-    worker.port.onmessage = (message) => {
-      const {event, open, end, reset} = message.data;
-      if (event) {
-        seq = event.seq;
-        receive(event, performance.now());
-      } else if (open !== undefined) {
-        liveIndicator.hidden = !open;
-      } else if (end) {
-        stop(end.status);
-      } else if (reset) {
-        restart();
-      }
-    };
-    worker.port.start();
-    worker.port.postMessage({url: page.dataset.runsStreamUrl, follow: runId, after: seq});
-    // a page left (or kept in the back-forward cache) stops following; one shown again goes on from where it was
-    window.addEventListener("pagehide", () => worker.port.postMessage({unfollow: runId}));
-    window.addEventListener("pageshow", (shown) => {
-      if (shown.persisted && !ended) worker.port.postMessage({follow: runId, after: seq});
-    });
+    return source;
   }
 
   // The page drew events of an attempt that a resume forgot (its worker died): draw the history again.
