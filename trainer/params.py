@@ -322,5 +322,7 @@ def check_live_changes(config_class, current: dict[str, Any], requested: dict[st
         errors["hyperparameters"] = "no change asked for"
     if errors:
         raise ConfigError(errors)
-    config = build_config(config_class, {**canonical_names(config_class, current), **requested})
+    # the run's values may name settings its config does not hold (`processes`, kept at 1 for a one-process algorithm)
+    current = {name: value for name, value in canonical_names(config_class, current).items() if name in params}
+    config = build_config(config_class, {**current, **requested})
     return {name: getattr(config, name) for name in requested}

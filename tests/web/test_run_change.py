@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+import trainer
 import redis
 from django.db import connection
 from django.test import Client
@@ -58,6 +59,17 @@ def test_a_valid_change_is_recorded_and_sent_to_the_worker(owner_client, running
     assert entry["values"] == {"learning_rate": 0.0005}  # only what differs from the current values
     assert [json.loads(text) for text in sent(live_redis, running_run)] == [{"id": entry["id"],
                                                                              "values": {"learning_rate": 0.0005}}]
+
+
+def test_a_change_to_a_run_whose_values_came_through_the_form_is_sent(owner_client, running_run, live_redis):
+    """The form's values hold `processes` (1) for a one-process algorithm, whose config has no such field."""
+    experiment = running_run.experiment
+    experiment.hyperparameters = trainer.validate("dqn", "CartPole-v1", dict(experiment.hyperparameters))
+    assert experiment.hyperparameters["processes"] == 1
+    experiment.save()
+    response = change(owner_client, running_run, learning_rate="0.0005")
+    assert response.status_code == 200, response.content
+    assert len(sent(live_redis, running_run)) == 1
 
 
 def test_an_invalid_value_is_refused_next_to_its_field_and_nothing_is_sent(owner_client, running_run, live_redis):
