@@ -22,7 +22,9 @@ works on that database from this process:
   event, after the next animation frame). Latency is that moment minus the moment emit was called
   (both wall clock on this machine). With `--runs N`, N running runs, each in its own tab of one browser
   context (one user with N run pages open; headless tabs are all visible, so all of them draw), each at
-  `--rate` events/s: a tab that does not open or follow its run in time counts as stalled.
+  `--rate` events/s: a tab that does not open or follow its run in time counts as stalled. With `--hidden-tabs`
+  every tab but the first acts as a background tab of a browser window (document.hidden, no animation frames:
+  it draws nothing), as in a browser with N tabs in one window; each must still receive every event of its run.
 - `--baseline REV`: the same live measurement with the run page's scripts (run_detail.js, smoothing.js) as
   they were at git revision REV, served to the browser in place of the working tree's, in turns with the
   working tree's (`--rounds` each), on the same site under the same load.
@@ -181,12 +183,21 @@ FOLLOWING = "document.getElementById('run-page')?.dataset.ready === '1' && " \
             "!document.getElementById('live-indicator').hidden"
 
 
-def open_live_pages(context, urls: list[str], runs: list, timeout: float = 30.0) -> tuple[list, list[str]]:
+EPISODES = "(parseInt(document.getElementById('episode-count').textContent) || 0)"  # the page's episode count
+HIDDEN_TAB = """Object.defineProperty(document, "hidden", {get: () => true});
+Object.defineProperty(document, "visibilityState", {get: () => "hidden"});
+window.requestAnimationFrame = () => 0;  // a hidden tab gets no frames"""
+
+
+def open_live_pages(context, urls: list[str], runs: list, timeout: float = 60.0,
+                    hidden_tabs: bool = False) -> tuple[list, list[str]]:
     """A tab per URL in `context`, all opened at once; the ones that drew their run and follow it live within
     `timeout` seconds, and the URLs of the others (stalled: no connection left, say), which stay open."""
     tabs = []
-    for url in urls:
+    for index, url in enumerate(urls):
         page = context.new_page()
+        if hidden_tabs and index:
+            page.add_init_script(HIDDEN_TAB)
         try:
             page.goto(url, wait_until="commit", timeout=5000)
         except Exception:  # playwright's TimeoutError: the page itself waits for a connection
@@ -197,7 +208,8 @@ def open_live_pages(context, urls: list[str], runs: list, timeout: float = 30.0)
     for url, page in zip(urls, tabs):
         beat(runs)
         try:
-            page.wait_for_function(FOLLOWING, timeout=max(1.0, deadline - time.monotonic()) * 1000)
+            page.wait_for_function(FOLLOWING, polling=100,  # not at animation frames: a hidden tab has none
+                                   timeout=max(1.0, deadline - time.monotonic()) * 1000)
             page.evaluate(RECORD_DRAWN)
             pages.append(page)
         except Exception:  # playwright's TimeoutError
@@ -208,13 +220,19 @@ def open_live_pages(context, urls: list[str], runs: list, timeout: float = 30.0)
     return pages, stalled
 
 
-def live_latencies(context, runs: list, urls: list[str], seconds: float, rate: float, first_step: int = 0) -> dict:
+def live_latencies(context, runs: list, urls: list[str], seconds: float, rate: float, first_step: int = 0,
+                   hidden_tabs: bool = False) -> dict:
     """Open a tab per run, emit `rate` events/s to each run for `seconds` (steps from `first_step` on), and return
-    the latencies (ms) of the events whose tabs follow, with the arrival and draw times and the stalled tabs."""
+    the latencies (ms) of the events whose tabs follow and draw, with the arrival and draw times, the stalled tabs
+    and the hidden tabs that missed events."""
     from rlweb.experiments.live import RedisSink
 
-    pages, stalled = open_live_pages(context, urls, runs)
+    pages, stalled = open_live_pages(context, urls, runs, hidden_tabs=hidden_tabs)
     followed = [index for index, url in enumerate(urls) if url not in stalled]
+    if len(urls) > 1:
+        time.sleep(5)  # the last tabs opened finish drawing their history before the events come
+        beat(runs)
+    hidden_base = {which: page.evaluate(EPISODES) for page, which in zip(pages, followed)}
     sinks = [RedisSink(run) for run in runs]
     emitted = [{} for _ in runs]
     noise = random.Random(1)
@@ -235,8 +253,17 @@ def live_latencies(context, runs: list, urls: list[str], seconds: float, rate: f
     emit_seconds = time.perf_counter() - started
     for sink in sinks:
         sink.flush()
-    latencies, arrival, drawing, missing = [], [], [], 0
+    latencies, arrival, drawing, missing, first_tab = [], [], [], 0, []
+    episodes = sum(1 for number in range(count) if number % 5 != 4)
     for page, which in zip(pages, followed):
+        if hidden_tabs and which:  # draws nothing: it must have every event's data
+            try:
+                page.wait_for_function(f"{EPISODES} >= {hidden_base[which] + episodes}", polling=100, timeout=30_000)
+            except Exception:
+                pass
+            missing += max(0, hidden_base[which] + episodes - page.evaluate(EPISODES))
+            page.close()
+            continue
         try:
             page.wait_for_function(f"Object.keys(window.drawnAt).length >= {count}", timeout=30_000)
         except Exception:
@@ -246,27 +273,33 @@ def live_latencies(context, runs: list, urls: list[str], seconds: float, rate: f
             if str(seq) in drawn:
                 latencies.append(drawn[str(seq)] - at)
                 arrival.append(received[str(seq)] - at)
+                if which == 0:
+                    first_tab.append(latencies[-1])
             else:
                 missing += 1
         drawing += draws
         page.close()
     return {"latencies": latencies, "arrival": arrival, "drawing": drawing, "stalled": stalled, "missing": missing,
-            "emitted": count * len(runs), "emit_rate": count * len(runs) / emit_seconds}
+            "emitted": count * len(runs), "emit_rate": count * len(runs) / emit_seconds, "first_tab": first_tab,
+            "to_draw": count * (1 if hidden_tabs else len(runs))}
 
 
 def report_live(label: str, result: dict, rate: float, runs: int) -> None:
     latencies, arrival, drawing = result["latencies"], result["arrival"], result["drawing"]
-    where = f"{runs} runs at {rate:g} events/s each, {len(result['stalled'])} of {runs} tabs stalled" if runs > 1 \
-        else f"{rate:g} events/s"
+    where = f"{runs} runs at {rate:g} events/s each, {len(result['stalled'])} of {runs} tabs stalled, " \
+            f"{result['missing']} events missing" if runs > 1 else f"{rate:g} events/s"
     if not latencies:
         print(f"{label}live latency at {where}: no event drawn")
         return
-    print(f"{label}live latency at {where}, {len(latencies)} of {result['emitted']} events drawn "
-          f"(emitted at {result['emit_rate']:.0f}/s): p50 {percentile(latencies, 0.5):.0f} ms, "
+    print(f"{label}live latency at {where}, {len(latencies)} of {result['to_draw']} events drawn "
+          f"({result['emitted']} emitted at {result['emit_rate']:.0f}/s): p50 {percentile(latencies, 0.5):.0f} ms, "
           f"p95 {percentile(latencies, 0.95):.0f} ms, max {max(latencies):.0f} ms")
     print(f"  of which until the page has the event: p50 {percentile(arrival, 0.5):.0f} ms, "
           f"p95 {percentile(arrival, 0.95):.0f} ms; {len(drawing)} draws, "
           f"p50 {percentile(drawing, 0.5):.0f} ms, p95 {percentile(drawing, 0.95):.0f} ms each")
+    if runs > 1 and result["first_tab"]:
+        first = result["first_tab"]
+        print(f"  the first tab opened alone: p50 {percentile(first, 0.5):.0f} ms, p95 {percentile(first, 0.95):.0f} ms")
 
 
 def scripts_at(revision: str) -> dict[str, bytes]:
@@ -327,6 +360,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--live-seconds", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=100.0, help="live events per second (per run)")
     parser.add_argument("--runs", type=int, default=1, help="live runs followed at once, a tab each")
+    parser.add_argument("--hidden-tabs", action="store_true",
+                        help="with --runs: every tab but the first acts as a hidden background tab")
     parser.add_argument("--history", type=int, default=0,
                         help="events per kind each live run has stored before its page opens (a run under way)")
     parser.add_argument("--baseline", metavar="REV",
@@ -395,7 +430,8 @@ def main(argv: list[str]) -> None:
                             serve_scripts(context, scripts)
                         print(f"round {round_number + 1}, {label or 'working tree: '}load {os.getloadavg()[0]:.2f}")
                         result = live_latencies(context, runs, [f"{base}/runs/{run.pk}/" for run in runs],
-                                                args.live_seconds, args.rate, first_step=10 * args.history)
+                                                args.live_seconds, args.rate, first_step=10 * args.history,
+                                                hidden_tabs=args.hidden_tabs)
                         report_live(label, result, args.rate, args.runs)
                         pooled[label] += result["latencies"]
                         context.close()

@@ -20,6 +20,7 @@ let source = null;
 let open = false;
 let reopenTimer = null;
 let failures = 0;  // in a row: the wait before the next try doubles, from 2 s up to a minute
+let openedAt = -Infinity;  // when the stream was last opened: at most once a second, as pages come one by one
 
 function position(pages) {
   return Math.min(...pages.values());
@@ -45,6 +46,7 @@ function connect() {
   setOpen(false);
   if (!runs.size || !streamUrl) return;
   const followed = [...runs].map(([run, pages]) => `${run}:${position(pages)}`).join(",");
+  openedAt = performance.now();
   const current = new EventSource(`${streamUrl}?runs=${followed}`);
   source = current;
   current.onopen = () => {
@@ -97,7 +99,8 @@ function follow(port, run, after) {
   }
   pages.set(port, after);
   post(port, {open});
-  if (streamed === null || after < streamed) reopen(30);  // a new run, or a page behind the stream: many at once
+  // a new run, or a page behind the stream: pages that come together (a browser restoring its tabs) open it once
+  if (streamed === null || after < streamed) reopen(Math.max(30, openedAt + 1000 - performance.now()));
 }
 
 function unfollow(port, run) {

@@ -39,7 +39,8 @@
   let revision = 0;
   let ended = false;  // the run's last event came: every chart is brought up to date, on screen or not
 
-  // Live points are drawn on the charts on screen; the others when they scroll into view.
+  // Live points are drawn on the charts on screen; the others when they scroll into view. A hidden tab draws none
+  // (it has no animation frames either): its charts are brought up to date when it is shown.
   const onScreen = new Set();
   const observer = new IntersectionObserver((entries) => {
     for (const entry of entries) {
@@ -52,6 +53,9 @@
       }
     }
   }, {rootMargin: "100px"});
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden) charts.forEach((chart) => { if (chart.stale && onScreen.has(chart)) draw(chart); });
+  });
 
   const plotConfig = {responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"]};
 
@@ -306,7 +310,9 @@
     if (chart.flushTimer === null) {
       chart.flushTimer = setTimeout(() => {
         chart.flushTimer = null;
-        if (chart.drawn < chart.value.length) onScreen.has(chart) || ended ? draw(chart) : (chart.stale = true);
+        if (chart.drawn >= chart.value.length) return;
+        if ((onScreen.has(chart) && !document.hidden) || ended) draw(chart);
+        else chart.stale = true;
       }, Math.max(0, chart.plotlyAt + plotlyInterval - performance.now()));
     }
   }
@@ -706,6 +712,7 @@
     const leave = () => worker.port.postMessage({leave: runId});
     worker.port.onmessage = (message) => {
       const {mode, event, open, end, reset} = message.data;
+      if (mode) page.dataset.following = mode;  // for tests and benchmarks
       if (mode === "own") source = followOwn(leave);
       else if (mode === "shared") worker.port.postMessage({follow: runId, after: lastReceived});
       else if (event) receive(event, performance.now());
