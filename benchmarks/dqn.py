@@ -8,7 +8,9 @@
     python -m benchmarks dqn --recurrent     # r2d1 vs feed-forward DQN on CartPole without velocities
     python -m benchmarks dqn --atari         # ours vs SB3 on ALE/Pong-v5, Nature-DQN settings, and the CNN
                                              # bound (about 20 minutes; not part of "everything")
-    options for --atari: --pairs=2 --atari-steps=20000 --learning-starts=1000
+    options for --atari: --pairs=2 --atari-steps=20000 --learning-starts=1000 --device=cpu|cuda
+                                             (cuda: both sides on the GPU, and each side's update and act
+                                             step timed there instead of the CPU bound)
 """
 
 from __future__ import annotations
@@ -147,7 +149,7 @@ def atari_config():
     return trainer.make("dqn", ATARI_ID, device="cpu", preset="auto").config
 
 
-def sb3_atari_model(seed: int, learning_starts: int):
+def sb3_atari_model(seed: int, learning_starts: int, device: str = "cpu"):
     """SB3's DQN with our preset's settings, on its AtariWrapper (the same preprocessing as ours: no-op reset,
     4-frame skip with max-pooling, 84x84 grey, episodic life, fire reset, clipped rewards) and a 4-frame
     stack; frameskip=1 so that the wrapper does the skipping, as ours does."""
@@ -166,17 +168,17 @@ def sb3_atari_model(seed: int, learning_starts: int):
                target_update_interval=c.target_update_interval, exploration_fraction=c.exploration_fraction,
                exploration_initial_eps=c.exploration_initial_eps, exploration_final_eps=c.exploration_final_eps,
                max_grad_norm=c.max_grad_norm, policy_kwargs=dict(optimizer_kwargs=dict(eps=c.optimizer_epsilon)),
-               seed=seed, device="cpu", verbose=0)
+               seed=seed, device=device, verbose=0)
 
 
-def atari_run(side: str, seed: int, steps: int, learning_starts: int) -> tuple[float, float]:
+def atari_run(side: str, seed: int, steps: int, learning_starts: int, device: str = "cpu") -> tuple[float, float]:
     """Env steps per second of wall time and of this process's CPU time, learning included."""
     torch.set_num_threads(1)
     if side == "rlweb":
-        agent = trainer.make("dqn", ATARI_ID, seed=seed, device="cpu", preset="auto", learning_starts=learning_starts)
+        agent = trainer.make("dqn", ATARI_ID, seed=seed, device=device, preset="auto", learning_starts=learning_starts)
         learn = lambda: agent.learn(steps, eval_episodes=0)  # noqa: E731
     else:
-        model = sb3_atari_model(seed, learning_starts)
+        model = sb3_atari_model(seed, learning_starts, device)
         learn = lambda: model.learn(steps)  # noqa: E731
     wall, cpu = time.perf_counter(), time.process_time()
     learn()
@@ -242,22 +244,92 @@ def atari_update_ms(side: str, keep_memory: bool, rounds: int = 30) -> tuple[flo
     return statistics.median(updates), {layout: statistics.median(values) for layout, values in passes.items()}
 
 
+def atari_gpu_ms(side: str, rounds: int = 300) -> dict[str, float]:
+    """Wall milliseconds on the GPU, after 1,100 env steps of filling replay: one gradient update (sampling
+    the batch from replay included), an update with the batch already on the GPU (ours only: the network's
+    part), and one act step (observation in, action out); each the mean over `rounds`, the GPU
+    synchronised before the clock stops."""
+    torch.set_num_threads(1)
+    c = atari_config()
+    observation = None
+    if side == "rlweb":
+        agent = trainer.make("dqn", ATARI_ID, seed=0, device="cuda", preset="auto", learning_starts=1_000)
+        agent.learn(1_100, eval_episodes=0)
+        batch = agent.buffer.sample(c.batch_size, agent.rng, c.n_step_return, c.gamma)
+
+        def update():
+            list(agent.update_many(agent.buffer, 1))
+
+        def update_on_device():
+            agent.learn_from(batch, agent.targets(batch))
+
+        def act():
+            agent.greedy_actions(observation)
+        observation = agent.buffer.observations_at(np.array([5]))
+    else:
+        model = sb3_atari_model(0, 1_000, "cuda")
+        model.learn(1_100)
+
+        def update():
+            model.train(gradient_steps=1, batch_size=c.batch_size)
+        update_on_device = None
+
+        def act():
+            model.predict(observation, deterministic=True)
+        observation = model.replay_buffer.observations[5]
+    timings = {}
+    for name, function in (("update", update), ("update, batch on the GPU", update_on_device), ("act", act)):
+        if function is None:
+            continue
+        for _ in range(20):  # warm-up: kernels chosen, allocator filled
+            function()
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(rounds):
+            function()
+        torch.cuda.synchronize()
+        timings[name] = (time.perf_counter() - started) * 1e3 / rounds
+    return timings
+
+
+def atari_gpu_profile(algorithm: str, rounds: int = 50, rows: int = 12) -> str:
+    """torch.profiler's table of `rounds` updates and act steps of our `algorithm` preset on the GPU
+    (after 1,100 env steps of filling replay), the operators that took the most CPU time first: on a GPU,
+    where the CPU's time goes decides whether the GPU waits."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.set_num_threads(1)
+    agent = trainer.make(algorithm, ATARI_ID, seed=0, device="cuda", preset="auto", learning_starts=1_000)
+    agent.learn(1_100, eval_episodes=0)
+    observation = agent.buffer.observations_at(np.array([5]))
+    for _ in range(10):
+        list(agent.update_many(agent.buffer, 1))
+        agent.greedy_actions(observation)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+        for _ in range(rounds):
+            list(agent.update_many(agent.buffer, 1))
+            agent.greedy_actions(observation)
+        torch.cuda.synchronize()
+    return profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
 def in_own_process(function, *args):
     """Each run in a fresh process: nothing (allocator state, threads, caches) carries over from the last."""
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         return pool.apply(function, args)
 
 
-def atari(pairs: int = 2, steps: int = 20_000, learning_starts: int = 1_000) -> None:
+def atari(pairs: int = 2, steps: int = 20_000, learning_starts: int = 1_000, device: str = "cpu") -> None:
     c = atari_config()
     print(f"DQN on {ATARI_ID}: our dqn preset (RL Zoo's Atari settings: Nature CNN, batch {c.batch_size}, "
           f"an update every {c.train_frequency} steps, lr {c.learning_rate:g}, buffer {c.buffer_size:,}) on both "
-          f"sides, learning_starts {learning_starts}, {steps:,} env steps, 1 torch thread, each run in its own "
-          f"process, interleaved", flush=True)
+          f"sides, learning_starts {learning_starts}, {steps:,} env steps, 1 torch thread, device {device}, each run "
+          f"in its own process, interleaved", flush=True)
     rates: dict[str, list[tuple[float, float]]] = {"rlweb": [], "sb3": []}
     for pair in range(pairs):
         for side in ("rlweb", "sb3") if pair % 2 == 0 else ("sb3", "rlweb"):
-            rates[side].append(in_own_process(atari_run, side, pair, steps, learning_starts))
+            rates[side].append(in_own_process(atari_run, side, pair, steps, learning_starts, device))
         (ours, ours_cpu), (theirs, theirs_cpu) = rates["rlweb"][-1], rates["sb3"][-1]
         print(f"  pair {pair}: rlweb {ours:6.1f} env steps/s, sb3 {theirs:6.1f} -> {ours / theirs:.2f}x "
               f"(per CPU second: {ours_cpu:.1f} and {theirs_cpu:.1f} -> {ours_cpu / theirs_cpu:.2f}x)", flush=True)
@@ -265,7 +337,16 @@ def atari(pairs: int = 2, steps: int = 20_000, learning_starts: int = 1_000) -> 
     cpu_ratios = [ours / theirs for (_, ours), (_, theirs) in zip(rates["rlweb"], rates["sb3"])]
     print(f"== Atari speed ratio rlweb / sb3: {', '.join(f'{r:.2f}' for r in ratios)}; median "
           f"{statistics.median(ratios):.2f}x (per CPU second: median {statistics.median(cpu_ratios):.2f}x; "
-          f"target >= 1.3x)", flush=True)
+          f"target >= {'2' if device == 'cuda' else '1.3'}x)", flush=True)
+    if device == "cuda":
+        for algorithm in ("dqn", "rainbow"):
+            print(f"== on the GPU, our {algorithm} preset: {ATARI_ID}, 50 updates and act steps, operators by their "
+                  f"CPU time\n{in_own_process(atari_gpu_profile, algorithm)}", flush=True)
+        for side in ("rlweb", "sb3"):
+            timings = in_own_process(atari_gpu_ms, side)
+            print(f"== on the GPU, {side}: " + ", ".join(f"{name} {ms:.2f} ms" for name, ms in timings.items()),
+                  flush=True)
+        return
     bounds = {(side, keep): in_own_process(atari_update_ms, side, keep)
               for side, keep in (("rlweb", True), ("sb3", False), ("sb3", True))}
     for (side, keep), (update, passes) in bounds.items():
@@ -296,4 +377,7 @@ def main(options: list[str]) -> None:
     if "atari" in chosen:
         values = {o.lstrip("-").split("=")[0]: int(o.split("=", 1)[1]) for o in options if "=" in o
                   and o.lstrip("-").split("=")[0] in ("pairs", "atari-steps", "learning-starts")}
-        atari(values.get("pairs", 2), values.get("atari-steps", 20_000), values.get("learning-starts", 1_000))
+        device = next((o.split("=", 1)[1] for o in options if o.startswith("--device=")), "cpu")
+        if device not in ("cpu", "cuda"):
+            raise SystemExit(f"--device takes cpu or cuda, not {device!r}")
+        atari(values.get("pairs", 2), values.get("atari-steps", 20_000), values.get("learning-starts", 1_000), device)

@@ -23,6 +23,40 @@ class ReplayBatch(NamedTuple):
         return ReplayBatch(*(None if field is None else field[rows] for field in self))
 
 
+def to_device(arrays: list[np.ndarray | None], device: torch.device) -> list[torch.Tensor | None]:
+    """The arrays as tensors on `device` (None stays None). To a GPU they go in one copy that the CPU does
+    not wait for: packed into one pinned host buffer (torch's caching host allocator reuses it once the
+    copy is done), copied, and unpacked there as views. A copy per array from pageable memory would make
+    the CPU wait for each, six times a batch."""
+    if device.type != "cuda":
+        return [None if array is None else torch.as_tensor(array) for array in arrays]
+    staging, layout = packed(arrays, pin_memory=True)
+    return unpacked(staging.to(device, non_blocking=True), layout)
+
+
+def packed(arrays: list[np.ndarray | None], pin_memory: bool = False) -> tuple[torch.Tensor, list]:
+    """The arrays' bytes one after the other in one uint8 tensor, each 8-byte aligned, and where each lies."""
+    layout, total = [], 0
+    for array in arrays:
+        if array is None:
+            layout.append(None)
+            continue
+        layout.append((total, array.nbytes, torch.from_numpy(np.empty(0, array.dtype)).dtype, array.shape))
+        total += -(-array.nbytes // 8) * 8
+    staging = torch.empty(total, dtype=torch.uint8, pin_memory=pin_memory)
+    host = staging.numpy()
+    for array, place in zip(arrays, layout):
+        if array is not None:
+            host[place[0]:place[0] + place[1]] = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    return staging, layout
+
+
+def unpacked(staging: torch.Tensor, layout: list) -> list[torch.Tensor | None]:
+    """The tensors that `packed` laid out, as views into `staging` (wherever it now is)."""
+    return [None if place is None else staging[place[0]:place[0] + place[1]].view(place[2]).view(place[3])
+            for place in layout]
+
+
 class ReplayBuffer:
     """A ring buffer of transitions, each stored with its real next observation.
 
@@ -97,15 +131,11 @@ class ReplayBuffer:
         the bootstrap uses the last step's real next observation, discounted by gamma^m for the m
         steps actually in the window, and masked only when that step was a true termination.
         """
-        def tensor(array):
-            return torch.as_tensor(array, device=self.device)
-
         if n_step == 1:
             discounts = None if gamma is None else np.full(len(indices), gamma, dtype=np.float32)
-            return ReplayBatch(tensor(self.observations_at(indices)), tensor(self.actions[indices]),
-                               tensor(self.rewards[indices]), tensor(self.next_observations_at(indices)),
-                               tensor(self.terminated[indices]), None if discounts is None else tensor(discounts),
-                               indices=indices)
+            return ReplayBatch(*to_device([self.observations_at(indices), self.actions[indices], self.rewards[indices],
+                                           self.next_observations_at(indices), self.terminated[indices], discounts],
+                                          self.device), indices=indices)
         offsets = np.arange(n_step) * self.num_envs
         window = (indices[:, None] + offsets) % self.capacity
         newer = (self.position - 1 - indices) % self.capacity  # transitions stored after each sample
@@ -117,8 +147,8 @@ class ReplayBuffer:
         returns = (self.rewards[window] * powers * included).sum(axis=1).astype(np.float32)
         last = window[np.arange(len(indices)), steps - 1]
         discounts = (gamma ** steps).astype(np.float32)
-        return ReplayBatch(tensor(self.observations_at(indices)), tensor(self.actions[indices]), tensor(returns),
-                           tensor(self.next_observations_at(last)), tensor(self.terminated[last]), tensor(discounts),
+        return ReplayBatch(*to_device([self.observations_at(indices), self.actions[indices], returns,
+                                       self.next_observations_at(last), self.terminated[last], discounts], self.device),
                            indices=indices)
 
 

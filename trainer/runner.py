@@ -170,14 +170,23 @@ class Runner:
 
     def record(self, values: dict) -> None:
         """Training metrics (`train/...`); averaged and sent every `log_interval` env steps. A loss that is
-        NaN or infinite ends the run (TrainingError) before any checkpoint holds the weights it spoilt."""
+        NaN or infinite ends the run (TrainingError) before any checkpoint holds the weights it spoilt.
+
+        Values that are tensors on a GPU are summed there and read at the next report: reading one now
+        would make the CPU wait for the update that made it, every update, instead of stepping the envs
+        while the GPU works. Their losses are checked at that report, and the weights before any checkpoint."""
         for key, value in values.items():
-            value = float(value)
-            if not math.isfinite(value) and ("loss" in key or "td_error" in key):
-                raise TrainingError(f"the loss became {value} at step {self.steps:,} ({key}): lower the learning "
-                                    f"rate, scale or clip the rewards, or clip the gradients (max_grad_norm)")
-            self._train_sums[key] += value
+            if isinstance(value, torch.Tensor) and value.device.type != "cpu":
+                self._train_sums[key] = value.detach().to(torch.float64) + self._train_sums[key]
+            else:
+                self._train_sums[key] += self._finite(key, float(value))
             self._train_counts[key] += 1
+
+    def _finite(self, key: str, value: float) -> float:
+        if not math.isfinite(value) and ("loss" in key or "td_error" in key):
+            raise TrainingError(f"the loss became {value} at step {self.steps:,} ({key}): lower the learning "
+                                f"rate, scale or clip the rewards, or clip the gradients (max_grad_norm)")
+        return value
 
     def emit(self, kind: str, values: dict, seconds: float | None = None) -> None:
         """Send an event stamped with the run's clock (`seconds` on it, or now)."""
@@ -320,7 +329,8 @@ class Runner:
 
     def _flush_train(self) -> None:
         if self._train_counts:
-            self.emit("train", {key: self._train_sums[key] / self._train_counts[key] for key in self._train_counts})
+            sums = {key: self._finite(key, float(self._train_sums[key])) for key in self._train_counts}
+            self.emit("train", {key: sums[key] / self._train_counts[key] for key in self._train_counts})
             self._train_sums.clear()
             self._train_counts.clear()
 

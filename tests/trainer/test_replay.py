@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.buffers import PrioritizedReplayBuffer, ReplayBuffer, SumTree
+from trainer.buffers import PrioritizedReplayBuffer, ReplayBuffer, SumTree, packed, to_device, unpacked
 
 
 @settings(max_examples=60, deadline=None)
@@ -210,3 +211,39 @@ def test_prioritized_frame_buffer_never_samples_slots_that_lost_their_history():
     assert (buffer.tree[hidden] == 0).all()
     sampled = buffer.sample(256, np.random.default_rng(0)).indices
     assert not set(sampled.tolist()) & set(hidden.tolist())
+
+
+def test_a_batch_packed_into_one_buffer_unpacks_to_the_same_arrays():
+    """A batch goes to a GPU as one copy of one packed buffer (buffers.to_device): every part comes back
+    with its values, dtype and shape, whatever the sizes before it (each part starts 8-byte aligned)."""
+    rng = np.random.default_rng(0)
+    arrays = [rng.integers(0, 256, (3, 4, 5, 7), dtype=np.uint8), np.array([2, 0, 5]), None,
+              rng.standard_normal(3).astype(np.float32), np.array([True, False, True]),
+              rng.standard_normal((3, 2))[:, ::-1]]  # not contiguous
+    staging, layout = packed(arrays)
+    assert staging.dtype == torch.uint8 and len(staging) % 8 == 0
+    for array, tensor in zip(arrays, unpacked(staging, layout)):
+        if array is None:
+            assert tensor is None
+            continue
+        assert tensor.dtype == torch.from_numpy(np.empty(0, array.dtype)).dtype and tuple(tensor.shape) == array.shape
+        np.testing.assert_array_equal(tensor.numpy(), array)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the device machine)"))])
+def test_a_sampled_batch_on_the_device_holds_the_stored_transitions(device):
+    buffer = ReplayBuffer(64, (3,), np.float32, device=device)
+    for step in range(40):
+        buffer.add(np.full((1, 3), step, np.float32), np.array([step % 4]), np.array([step * 0.5], np.float32),
+                   np.full((1, 3), step + 1, np.float32), np.array([step % 7 == 6]))
+    indices = np.array([0, 5, 39, 12])
+    for batch in (buffer.batch(indices), buffer.batch(indices, n_step=3, gamma=0.9)):
+        assert batch.obs.device.type == device and batch.obs.dtype == torch.float32
+        np.testing.assert_array_equal(batch.obs.cpu().numpy()[:, 0], indices)
+        np.testing.assert_array_equal(batch.actions.cpu().numpy(), indices % 4)
+    one_step = buffer.batch(indices, gamma=0.9)
+    np.testing.assert_array_equal(one_step.rewards.cpu().numpy(), indices * 0.5)
+    np.testing.assert_array_equal(one_step.terminated.cpu().numpy(), (indices % 7 == 6).astype(np.float32))
+    np.testing.assert_allclose(one_step.discounts.cpu().numpy(), 0.9)
+    assert [tensor.device.type for tensor in to_device([np.zeros(2), None], torch.device(device))[:1]] == [device]

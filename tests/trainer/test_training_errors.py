@@ -159,3 +159,17 @@ def test_videos_are_written_under_a_temporary_name_then_renamed(tmp_path, monkey
     assert [str(target) for _, target in names] == [str(tmp_path / "video_step_100.mp4")]
     assert names[0][0].startswith(str(tmp_path / ".video-"))
     assert sorted(path.name for path in tmp_path.iterdir()) == ["video_step_100.mp4"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the device machine)")
+@pytest.mark.parametrize("algorithm", ["dqn", "ppo"])
+def test_a_loss_that_becomes_nan_on_a_gpu_fails_the_run_before_a_checkpoint_holds_it(algorithm, tmp_path):
+    """On a GPU the losses are summed on the device and read at the next report (runner.record); the run
+    still fails, at that report or at the next checkpoint's look at the weights, whichever comes first."""
+    env_id = f"rlweb-test/Faulty-nan-{OBSERVATIONS.get(algorithm, 'box')}-v0"
+    agent = trainer.make(algorithm, env_id, seed=0, device="cuda", **SETTINGS[algorithm])
+    sink = ListSink()
+    with pytest.raises(TrainingError) as raised:
+        agent.learn(5_000, sink=sink, eval_episodes=0, checkpoint_interval=100, checkpoint_dir=tmp_path)
+    assert_failed_clearly(raised.value, sink, tmp_path, "became", "lower the learning rate")
+    assert sink.of_kind("failed")[0]["step"] >= 299

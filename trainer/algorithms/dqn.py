@@ -287,7 +287,7 @@ class DQN(Agent):
                 next_actions = (target_outputs.softmax(dim=2) * self.support).sum(dim=2).argmax(dim=1)
             else:
                 next_actions = target_outputs.argmax(dim=1)
-            next_outputs = target_outputs[torch.arange(len(next_actions)), next_actions]
+            next_outputs = target_outputs[torch.arange(len(next_actions), device=self.device), next_actions]
             if c.categorical:
                 return categorical_projection(next_outputs.softmax(dim=1), batch.rewards, bootstrap, self.support)
             return batch.rewards + bootstrap * next_outputs
@@ -299,7 +299,7 @@ class DQN(Agent):
         c = self.config
         actions = batch.actions.long()
         if not self.hand_path:
-            outputs = self.q_network(batch.obs)[torch.arange(len(actions)), actions]
+            outputs = self.q_network(batch.obs)[torch.arange(len(actions), device=self.device), actions]
             if c.categorical:
                 per_sample = -(target * outputs.log_softmax(dim=1)).sum(dim=1)  # cross-entropy
                 q = (outputs.softmax(dim=1) * self.support).sum(dim=1).detach()
