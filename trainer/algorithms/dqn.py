@@ -22,9 +22,10 @@ from torch.nn import functional as F
 
 from trainer.agent import Agent
 from trainer.buffers import (FrameStackReplayBuffer, PrioritizedFrameStackReplayBuffer, PrioritizedReplayBuffer,
-                             ReplayBuffer)
+                             ReplayBatch, ReplayBuffer)
 from trainer.envs import finished_episodes, is_atari, real_next_observations
 from trainer import cpu_speed
+from trainer.cuda_graphs import Graphs
 from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
 from trainer.networks import NoisyLinear, ObservationEncoder, mlp, parse_hidden_layers, reset_noise, run_layers
 from trainer.params import param, vectorization_param
@@ -190,6 +191,7 @@ class DQN(Agent):
         self.support = torch.linspace(c.v_min, c.v_max, c.num_atoms, device=self.device)
         self.epsilons = self.epsilon_schedules()
         self.beta = linear(c.priority_beta, 1.0, 1.0)
+        self.graphs = Graphs(self.device)  # on a GPU, the update and the act step as CUDA graphs
 
     def epsilon_schedules(self) -> list:
         """Each sub-env's epsilon as a function of progress."""
@@ -205,6 +207,7 @@ class DQN(Agent):
         """A new exploration_final_eps is the new end of the epsilon schedule, from the next env step."""
         if "exploration_final_eps" in names:
             self.epsilons = self.epsilon_schedules()
+        self.graphs.clear()  # they hold the old learning rate, clipping norm, ...
 
     def q_values(self, network: nn.Module, observations: torch.Tensor) -> torch.Tensor:
         outputs = network(observations)
@@ -215,9 +218,15 @@ class DQN(Agent):
     def greedy_actions(self, observations: np.ndarray) -> np.ndarray:
         if self.numpy_q_network is not None:
             return self.numpy_q_network(observations).argmax(axis=1)
+        observations = torch.as_tensor(observations, device=self.device)
+        if self.graphs.enabled and self.q_network.training:  # (evaluation acts on the mean weights, eagerly)
+            return self.graphs.call("act", self.greedy_on, [observations]).cpu().numpy()
         with torch.inference_mode():  # no autograd bookkeeping at all while acting
-            q = self.q_values(self.q_network, torch.as_tensor(observations, device=self.device))
-        return q.argmax(dim=1).cpu().numpy()
+            return self.greedy_on(observations).cpu().numpy()
+
+    def greedy_on(self, observations: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return self.q_values(self.q_network, observations).argmax(dim=1)
 
     def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
         with mean_weights(self.q_network) if deterministic else contextlib.nullcontext():
@@ -242,20 +251,34 @@ class DQN(Agent):
             batch = buffer.sample(c.batch_size, self.rng, c.n_step_return, c.gamma, beta=beta)
         else:
             batch = buffer.sample(c.batch_size, self.rng, c.n_step_return, c.gamma)
-        if c.noisy:  # fresh noise for both networks before every optimisation step
+        if c.noisy:  # fresh noise for both networks before every optimisation step (in place: graphs see it)
             reset_noise(self.q_network)
             reset_noise(self.target_network)
-        metrics = self.learn_from(batch, self.targets(batch))
-        if c.prioritized_replay:
+        if c.prioritized_replay:  # (its priorities go back to the CPU: not a graph)
+            metrics = self.learn_from(batch, self.targets(batch))
             buffer.update_priorities(batch.indices, metrics.pop("priorities"))
-        return metrics
+            return metrics
+        tensors = [batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated, batch.discounts]
+        if not any(self.optimizer.state.values()):  # the first step makes Adam's state, which a graph finds in place
+            return self.update_on(*tensors)
+        return self.graphs.call("update", self.update_on, tensors, restore=self.trained_tensors)
+
+    def update_on(self, obs, actions, rewards, next_obs, terminated, discounts) -> dict[str, torch.Tensor]:
+        batch = ReplayBatch(obs, actions, rewards, next_obs, terminated, discounts)
+        return self.learn_from(batch, self.targets(batch))
+
+    def trained_tensors(self) -> list[torch.Tensor]:
+        """What an update changes: the Q-network's weights and Adam's state."""
+        return [self.q_flat.param, *(value for state in self.optimizer.state.values() for value in state.values()
+                                     if isinstance(value, torch.Tensor))]
 
     def update_many(self, buffer: ReplayBuffer, count: int, beta: float = 1.0):
         """`count` gradient steps. Where nothing the targets depend on changes between the steps (no
         double Q, noise or priorities; the target network only moves between training phases), the
         targets of all the phase's batches are computed in one pass: the same maths, less overhead."""
         c = self.config
-        independent = not (c.double_q or c.noisy or c.prioritized_replay)
+        # (on a GPU, the updates one by one are each one graph replay, cheaper than this)
+        independent = not (c.double_q or c.noisy or c.prioritized_replay or self.graphs.enabled)
         observation_bytes = np.prod(self.observation_space.shape) * self.observation_space.dtype.itemsize
         # (at most 16,384 samples at once: a phase's targets are then worked out within a second, so a
         # cancel is not held up by them)
