@@ -209,10 +209,47 @@ def make_pruner(config: SweepConfig):
 
     if config.pruner == "median":  # an RL curve is noisy early: RL Zoo's settings, in env steps
         warmup = config.total_steps // 3 if config.warmup_steps is None else config.warmup_steps
-        return optuna.pruners.MedianPruner(n_startup_trials=config.startup_trials, n_warmup_steps=warmup)
+        return median_pruner(n_startup_trials=config.startup_trials, n_warmup_steps=warmup)
     if config.pruner == "hyperband":
         return optuna.pruners.HyperbandPruner(min_resource=config.eval_interval, max_resource=config.total_steps)
     return optuna.pruners.NopPruner()
+
+
+def at_the_floor(value: float, others: list[float]) -> bool:
+    """Whether a trial whose value so far is `value` has shown nothing yet next to the finished trials' values
+    `others` at the same step: no better than the worst of them, where at least half of them are and at least
+    one did better (Acrobot's -500 of a pendulum that never swung up)."""
+    if not others:
+        return False
+    worst = min(others)
+    return value <= worst < max(others) and sorted(others)[(len(others) - 1) // 2] == worst
+
+
+def median_pruner(n_startup_trials: int, n_warmup_steps: int):
+    """Optuna's median pruner, which also prunes a trial tied with the median at the floor (`at_the_floor`).
+
+    Optuna's prunes only a trial strictly below the median. Early in an RL sweep most trials score the env's
+    worst return (-500 on Acrobot-v1 until the pendulum swings up), the median is that floor, and a trial
+    that has learned nothing ties it: it trained on until the median rose, half its run or more later. In a
+    recorded 20-trial dqn sweep on Acrobot-v1 (100k steps a trial), replayed: 17% of the steps saved with
+    Optuna's rule, 40% with this one after 20k steps, the best trial kept by both (docs/benchmarks.md)."""
+    import optuna
+
+    class MedianPruner(optuna.pruners.MedianPruner):
+        def prune(self, study, trial) -> bool:
+            if super().prune(study, trial):
+                return True
+            step = trial.last_step
+            if step is None or step < self._n_warmup_steps:
+                return False
+            finished = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if len(finished) < self._n_startup_trials:
+                return False
+            others = [other.intermediate_values[step] for other in finished if step in other.intermediate_values]
+            best = max(value for at, value in trial.intermediate_values.items() if at <= step)
+            return at_the_floor(best, others)
+
+    return MedianPruner(n_startup_trials=n_startup_trials, n_warmup_steps=n_warmup_steps)
 
 
 def storage_of(config: SweepConfig):

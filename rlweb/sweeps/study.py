@@ -25,7 +25,7 @@ import trainer
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-from trainer.sweep import Dimension, SweepConfig, make_pruner, make_sampler, objective_value
+from trainer.sweep import Dimension, SweepConfig, at_the_floor, make_pruner, make_sampler, objective_value
 
 from rlweb.experiments import lifecycle, live
 from rlweb.experiments.live import RedisSink
@@ -339,7 +339,11 @@ def why_pruned(sweep: Sweep, study, step: int, value: float) -> str:
     if sweep.pruner == Sweep.Pruner.MEDIAN:
         others = [trial.intermediate_values[step] for trial in study.get_trials(
             deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if step in trial.intermediate_values]
-        median = f" below the median {statistics.median(others):.2f} of {len(others)} finished trials" if others else ""
+        if at_the_floor(value, others):
+            median = (f" no better than the worst of {len(others)} finished trials, where half of them were "
+                      f"({min(others):.2f}), while others did better")
+        else:
+            median = f" below the median {statistics.median(others):.2f} of {len(others)} finished trials" if others else ""
         return f"pruned at step {step:,}: value so far {value:.2f}{median} at that step (median pruner)"
     return f"pruned at step {step:,}: value so far {value:.2f}, not among the best of its rung (Hyperband)"
 

@@ -151,3 +151,37 @@ def test_the_command_line_refuses_a_sweep_without_a_search_space(capsys):
     assert main(["sweep", "dqn", "CartPole-v1", "--param", "gama=0.9", "--total-steps", "100",
                  "--eval-interval", "50"]) == 2
     assert "error: gama: dqn has no such hyperparameter" in capsys.readouterr().err
+
+
+def test_the_median_pruner_also_prunes_a_trial_tied_with_the_median_at_the_floor():
+    """Optuna's median pruner never prunes a trial that ties the median; early in an RL sweep the median is the
+    env's worst return, where every trial that has learned nothing sits (-500 on Acrobot-v1). Ours prunes a
+    trial there, once others have done better; not a tie anywhere else, nor when no trial did better."""
+    study = optuna.create_study(direction="maximize", pruner=sweep.median_pruner(n_startup_trials=3,
+                                                                                 n_warmup_steps=200))
+
+    def finished(*values):
+        trial = study.ask()
+        for step, value in enumerate(values, start=1):
+            trial.report(value, step * 100)
+        study.tell(trial, values[-1])
+
+    def prunes(*values) -> bool:
+        trial = study.ask()
+        for step, value in enumerate(values, start=1):
+            trial.report(value, step * 100)
+        decision = trial.should_prune()
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        return decision
+
+    finished(-500, -500, -500)
+    finished(-500, -500, -120)
+    assert not prunes(-500, -500)  # too few finished trials
+    finished(-500, -300, -90)
+    assert not prunes(-500)  # in its warm-up
+    assert prunes(-500, -500)  # at the floor at step 200, where 2 of 3 finished trials are and one did better
+    assert not prunes(-500, -300)  # above the median (-500): not pruned
+    assert not prunes(-500, -250)
+    assert sweep.at_the_floor(-500, [-500, -500, -90]) and not sweep.at_the_floor(-500, [-500, -500, -500])
+    assert not sweep.at_the_floor(500, [500, 500, 500]) and not sweep.at_the_floor(-500, [-500, -90, -80])
+    assert not sweep.at_the_floor(-500, [])
