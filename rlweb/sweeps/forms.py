@@ -54,6 +54,10 @@ class SweepForm(forms.Form):
                               help_text="The sampler's seed: the same sweep samples the same values.")
     pruner = forms.ChoiceField(choices=Sweep.Pruner.choices, initial=Sweep.Pruner.MEDIAN,
                                help_text="Stops trials whose evaluations fall behind, to spend the steps elsewhere.")
+    pruner_warmup_steps = forms.IntegerField(
+        label="Pruner warm-up", required=False, min_value=0,
+        help_text="Env steps of a trial before the median pruner may stop it; blank: a third of the run. An RL "
+                  "curve is flat early: too short a warm-up stops late learners.")
     trials = forms.IntegerField(min_value=1, max_value=MAX_TRIALS, initial=20,
                                 help_text="The grid sampler runs every combination once, whatever this says.")
     parallel = forms.IntegerField(label="Trials at once", min_value=1, max_value=32, initial=2)
@@ -110,6 +114,9 @@ class SweepForm(forms.Form):
         if cleaned.get("algorithm") and cleaned["algorithm"] != self.algorithm_name:
             self.add_error("algorithm", "The hyperparameters shown belong to another algorithm: choose it again.")
             return cleaned
+        warmup, total = cleaned.get("pruner_warmup_steps"), cleaned.get("total_steps")
+        if warmup is not None and total and warmup > total:
+            self.add_error("pruner_warmup_steps", f"At most the steps per trial ({total:,}).")
         if cleaned.get("objective") == "threshold" and cleaned.get("threshold") is None:
             self.add_error("threshold", "Give the return to reach.")
         if "env_id" not in cleaned:
@@ -181,7 +188,8 @@ class SweepForm(forms.Form):
             space=data["space"], total_steps=data["total_steps"], eval_interval=data["eval_interval"],
             eval_episodes=data["eval_episodes"], objective=data["objective"],
             last_evaluations=data["last_evaluations"], threshold=data.get("threshold"), sampler=data["sampler"],
-            seed=data["seed"], pruner=data["pruner"], trials=data["trials"], parallel=data["parallel"],
+            seed=data["seed"], pruner=data["pruner"], pruner_warmup_steps=data.get("pruner_warmup_steps"),
+            trials=data["trials"], parallel=data["parallel"],
             seeds_per_trial=data["seeds_per_trial"], device=data["device"])
 
 

@@ -56,6 +56,8 @@ class Sweep(models.Model):
     sampler = models.CharField(max_length=20, choices=Sampler.choices, default=Sampler.TPE)
     seed = models.IntegerField(default=0, help_text="The sampler's seed: the same sweep samples the same values.")
     pruner = models.CharField(max_length=20, choices=Pruner.choices, default=Pruner.MEDIAN)
+    pruner_warmup_steps = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Env steps of a trial before the median pruner may stop it (blank: a third).")
     trials = models.PositiveIntegerField(default=20, help_text="Trials in all (more can be added later).")
     parallel = models.PositiveSmallIntegerField(default=2, help_text="Trials training at once.")
     seeds_per_trial = models.PositiveSmallIntegerField(default=1)

@@ -94,7 +94,8 @@ def config_of(sweep: Sweep) -> SweepConfig:
                        total_steps=sweep.total_steps, eval_interval=sweep.eval_interval,
                        eval_episodes=sweep.eval_episodes, objective=objective, trials=sweep.trials,
                        jobs=sweep.parallel, seeds=sweep.seeds_per_trial, seed=sweep.seed, sampler=sweep.sampler,
-                       pruner=sweep.pruner, startup_trials=startup_trials(sweep), study_name=sweep.study_name)
+                       pruner=sweep.pruner, startup_trials=startup_trials(sweep),
+                       warmup_steps=sweep.pruner_warmup_steps, study_name=sweep.study_name)
 
 
 def load_study(sweep: Sweep, draw: int | None = None):

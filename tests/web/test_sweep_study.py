@@ -159,3 +159,24 @@ def test_the_median_pruner_waits_for_its_startup_trials_and_warm_up(owner):
     pruner = study.load_study(sweep).pruner
     assert isinstance(pruner, optuna.pruners.MedianPruner)
     assert (pruner._n_startup_trials, pruner._n_warmup_steps) == (5, sweep.total_steps // 3)
+
+
+def test_a_pruned_trials_log_says_which_rule_stopped_it():
+    from rlweb.sweeps.study import why_pruned
+
+    def finished_trials(*finals):
+        recorded = optuna.create_study(direction="maximize")
+        for final in finals:
+            trial = recorded.ask()
+            trial.report(-500, 100)
+            trial.report(final, 200)
+            recorded.tell(trial, final)
+        return recorded
+
+    sweep = Sweep(pruner=Sweep.Pruner.MEDIAN)
+    assert why_pruned(sweep, finished_trials(-500, -480, -120), 200, -490.0) == (
+        "pruned at step 200: value so far -490.00 below the median -480.00 of 3 finished trials at that step "
+        "(median pruner)")
+    assert why_pruned(sweep, finished_trials(-500, -500, -120), 200, -500.0) == (
+        "pruned at step 200: value so far -500.00 no better than the worst of 3 finished trials, where half of "
+        "them were (-500.00), while others did better at that step (median pruner)")

@@ -75,6 +75,21 @@ def test_a_bad_search_range_is_refused_next_to_its_field_and_nothing_starts(owne
     assert not Sweep.objects.exists() and not Experiment.objects.exists()
 
 
+def test_the_median_pruners_warm_up_is_the_users_or_a_third_of_the_run(owner_client):
+    response = owner_client.post(reverse("sweep-new"), sweep_form(pruner="median", pruner_warmup_steps="301"))
+    assert "At most the steps per trial (300)." in response.context["form"].errors["pruner_warmup_steps"]
+    assert not Sweep.objects.exists()
+    owner_client.post(reverse("sweep-new"), sweep_form(pruner="median", pruner_warmup_steps="100"))
+    owner_client.post(reverse("sweep-new"), sweep_form(pruner="median", name="default warm-up"))
+    chosen, default = Sweep.objects.get(name="lr sweep"), Sweep.objects.get(name="default warm-up")
+    assert (chosen.pruner_warmup_steps, default.pruner_warmup_steps) == (100, None)
+    assert study.make_pruner(study.config_of(chosen))._n_warmup_steps == 100
+    assert study.make_pruner(study.config_of(default))._n_warmup_steps == 100  # 300 // 3
+    page = owner_client.get(chosen.get_absolute_url()).content.decode()
+    assert "pruner median after 100 steps" in page
+    assert "pruner median after a third of the run" in owner_client.get(default.get_absolute_url()).content.decode()
+
+
 def test_a_sweep_with_nothing_to_search_or_a_grid_over_a_range_is_refused(owner_client):
     response = owner_client.post(reverse("sweep-new"), sweep_form(hp_learning_rate="0.001"))
     assert "Nothing to search" in " ".join(response.context["form"].non_field_errors())
