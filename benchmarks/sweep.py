@@ -5,7 +5,7 @@
     python -m benchmarks sweep --pruners median,median:10000,hyperband   # several pruners against none
 
 The same search both times: dqn on Acrobot-v1 from its preset, over the learning rate (log scale), the batch
-size, the target update interval and the exploration fraction; TPE with the same seed; each trial
+size, the target update interval and the exploration fraction; TPE (or `--sampler random`) with the same seed; each trial
 `--steps` env steps with 10 evaluations of 5 episodes, its value the mean of its last 3. First without a
 pruner, then with each of `--pruners` (the median pruner by default). It prints, for each: the env steps all
 trials used, the wall time, the best value and how many trials were complete, pruned or failed; then what
@@ -39,7 +39,7 @@ def run(args, pruner: str) -> dict:
     config = sweep.SweepConfig(
         "dqn", "Acrobot-v1", [sweep.parse_dimension("dqn", text) for text in SPACE], total_steps=args.steps,
         eval_interval=args.steps // 10, eval_episodes=5, objective="last-3", trials=args.trials, jobs=args.jobs,
-        seed=args.seed, sampler="tpe", pruner=name, warmup_steps=int(warmup) if warmup else None,
+        seed=args.seed, sampler=args.sampler, pruner=name, warmup_steps=int(warmup) if warmup else None,
         preset=trainer.presets.resolve("dqn", "Acrobot-v1", "auto").name, study_name=f"acrobot-{name}")
     print(f"pruner {pruner}: the study is in {config.folder}", flush=True)
     started = time.perf_counter()
@@ -103,6 +103,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--steps", type=int, default=50_000, help="env steps per trial")
     parser.add_argument("--jobs", type=int, default=2, help="trials at once")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sampler", default="tpe", choices=["tpe", "random"],
+                        help="random: both sweeps train the same trials (each process draws its own seeded sequence), "
+                             "so pruning alone makes the difference; with TPE, pruning also changes what is drawn")
     parser.add_argument("--pruners", default="median", help="compared with none, comma-separated: median, "
                         "hyperband, or median:STEPS (its warm-up; by default a third of --steps)")
     parser.add_argument("--baseline", metavar="FOLDER", help="the no-pruning sweep an earlier run recorded there")
@@ -110,8 +113,8 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     if args.replay and not args.baseline:
         parser.error("--replay needs --baseline FOLDER")
-    print(f"dqn on Acrobot-v1, {args.trials} trials of {args.steps:,} steps, {args.jobs} at once, TPE seed "
-          f"{args.seed}; search: {' '.join(SPACE)}", flush=True)
+    print(f"dqn on Acrobot-v1, {args.trials} trials of {args.steps:,} steps, {args.jobs} at once, {args.sampler} "
+          f"sampler, seed {args.seed}; search: {' '.join(SPACE)}", flush=True)
     if args.replay:
         return replay(recorded(args.baseline), args.steps)
     plain = summary(recorded(args.baseline), "none (recorded)") if args.baseline else run(args, "none")
