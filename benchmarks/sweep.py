@@ -104,8 +104,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--jobs", type=int, default=2, help="trials at once")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sampler", default="tpe", choices=["tpe", "random"],
-                        help="random: both sweeps train the same trials (each process draws its own seeded sequence), "
-                             "so pruning alone makes the difference; with TPE, pruning also changes what is drawn")
+                        help="random: both sweeps draw the same 20 settings (each process its own seeded sequence), "
+                             "so pruning does not change what is tried; with TPE it does. (A trial's training seed "
+                             "follows its number, which depends on which trial ends first.)")
     parser.add_argument("--pruners", default="median", help="compared with none, comma-separated: median, "
                         "hyperband, or median:STEPS (its warm-up; by default a third of --steps)")
     parser.add_argument("--baseline", metavar="FOLDER", help="the no-pruning sweep an earlier run recorded there")
