@@ -211,6 +211,13 @@ def nature_cnn_passes_ms(batch: torch.Tensor, num_actions: int, rounds: int) -> 
     return {layout: statistics.median(values) for layout, values in times.items()}
 
 
+def filled_agent(algorithm: str, device: str):
+    """Our `algorithm` preset for Pong on `device`, after 1,100 env steps of filling replay (learning from 1,000)."""
+    agent = trainer.make(algorithm, ATARI_ID, seed=0, device=device, preset="auto", learning_starts=1_000)
+    agent.learn(1_100, eval_episodes=0)
+    return agent
+
+
 def atari_update_ms(side: str, keep_memory: bool, rounds: int = 30) -> tuple[float, dict[str, float]]:
     """CPU milliseconds per gradient update of one side (median over `rounds`, interleaved with the bare CNN
     passes on the same batch size in the same process), after 1,100 env steps of filling replay."""
@@ -221,8 +228,7 @@ def atari_update_ms(side: str, keep_memory: bool, rounds: int = 30) -> tuple[flo
     if keep_memory:
         keep_freed_memory()  # ours sets it in learn(); for SB3 only when asked
     if side == "rlweb":
-        agent = trainer.make("dqn", ATARI_ID, seed=0, device="cpu", preset="auto", learning_starts=1_000)
-        agent.learn(1_100, eval_episodes=0)
+        agent = filled_agent("dqn", "cpu")
 
         def update():
             with denormals_flushed():  # as in learn()
@@ -246,16 +252,15 @@ def atari_update_ms(side: str, keep_memory: bool, rounds: int = 30) -> tuple[flo
 
 def atari_gpu_ms(side: str, rounds: int = 300) -> dict[str, float]:
     """Wall milliseconds on the GPU, after 1,100 env steps of filling replay: one gradient update (sampling
-    the batch from replay included), an update with the batch already on the GPU (ours only: the network's
-    part), and one act step (observation in, action out); each the mean over `rounds`, the GPU
-    synchronised before the clock stops."""
+    the batch from replay included, through a CUDA graph unless RLWEB_CUDA_GRAPHS=0), ours also with the
+    batch already on the GPU as plain PyTorch calls (the network's part, never a graph), and one act step
+    (observation in, action out); each the mean over `rounds`, the GPU synchronised before the clock stops."""
     torch.set_num_threads(1)
     c = atari_config()
-    observation = None
     if side == "rlweb":
-        agent = trainer.make("dqn", ATARI_ID, seed=0, device="cuda", preset="auto", learning_starts=1_000)
-        agent.learn(1_100, eval_episodes=0)
+        agent = filled_agent("dqn", "cuda")
         batch = agent.buffer.sample(c.batch_size, agent.rng, c.n_step_return, c.gamma)
+        observation = agent.buffer.observations_at(np.array([5]))
 
         def update():
             list(agent.update_many(agent.buffer, 1))
@@ -265,10 +270,10 @@ def atari_gpu_ms(side: str, rounds: int = 300) -> dict[str, float]:
 
         def act():
             agent.greedy_actions(observation)
-        observation = agent.buffer.observations_at(np.array([5]))
     else:
         model = sb3_atari_model(0, 1_000, "cuda")
         model.learn(1_100)
+        observation = model.replay_buffer.observations[5]
 
         def update():
             model.train(gradient_steps=1, batch_size=c.batch_size)
@@ -276,9 +281,9 @@ def atari_gpu_ms(side: str, rounds: int = 300) -> dict[str, float]:
 
         def act():
             model.predict(observation, deterministic=True)
-        observation = model.replay_buffer.observations[5]
     timings = {}
-    for name, function in (("update", update), ("update, batch on the GPU", update_on_device), ("act", act)):
+    for name, function in (("update", update), ("update, batch on the GPU, plain calls", update_on_device),
+                           ("act", act)):
         if function is None:
             continue
         for _ in range(20):  # warm-up: kernels chosen, allocator filled
@@ -299,8 +304,7 @@ def atari_gpu_profile(algorithm: str, rounds: int = 50, rows: int = 12) -> str:
     from torch.profiler import ProfilerActivity, profile
 
     torch.set_num_threads(1)
-    agent = trainer.make(algorithm, ATARI_ID, seed=0, device="cuda", preset="auto", learning_starts=1_000)
-    agent.learn(1_100, eval_episodes=0)
+    agent = filled_agent(algorithm, "cuda")
     observation = agent.buffer.observations_at(np.array([5]))
     for _ in range(10):
         list(agent.update_many(agent.buffer, 1))

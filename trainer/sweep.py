@@ -215,6 +215,14 @@ def make_pruner(config: SweepConfig):
     return optuna.pruners.NopPruner()
 
 
+def finished_values_at(study, step: int) -> list[float]:
+    """The finished trials' values so far at `step`: what the median pruner compares a trial with."""
+    import optuna
+
+    return [trial.intermediate_values[step] for trial in study.get_trials(
+        deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if step in trial.intermediate_values]
+
+
 def at_the_floor(value: float, others: list[float]) -> bool:
     """Whether a trial whose value so far is `value` has shown nothing yet next to the finished trials' values
     `others` at the same step: no better than the worst of them, where at least half of them are and at least
@@ -245,9 +253,8 @@ def median_pruner(n_startup_trials: int, n_warmup_steps: int):
             finished = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
             if len(finished) < self._n_startup_trials:
                 return False
-            others = [other.intermediate_values[step] for other in finished if step in other.intermediate_values]
             best = max(value for at, value in trial.intermediate_values.items() if at <= step)
-            return at_the_floor(best, others)
+            return at_the_floor(best, finished_values_at(study, step))
 
     return MedianPruner(n_startup_trials=n_startup_trials, n_warmup_steps=n_warmup_steps)
 

@@ -25,7 +25,8 @@ import trainer
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-from trainer.sweep import Dimension, SweepConfig, at_the_floor, make_pruner, make_sampler, objective_value
+from trainer.sweep import (Dimension, SweepConfig, at_the_floor, finished_values_at, make_pruner, make_sampler,
+                           objective_value)
 
 from rlweb.experiments import lifecycle, live
 from rlweb.experiments.live import RedisSink
@@ -335,11 +336,8 @@ class TrialSink(RedisSink):
 
 def why_pruned(sweep: Sweep, study, step: int, value: float) -> str:
     """The pruner's decision in words, for the run's log."""
-    import optuna
-
     if sweep.pruner == Sweep.Pruner.MEDIAN:
-        others = [trial.intermediate_values[step] for trial in study.get_trials(
-            deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if step in trial.intermediate_values]
+        others = finished_values_at(study, step)
         if at_the_floor(value, others):
             median = (f" no better than the worst of {len(others)} finished trials, where half of them were "
                       f"({min(others):.2f}), while others did better")
