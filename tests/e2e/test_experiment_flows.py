@@ -158,6 +158,9 @@ def test_a_user_launches_cancels_resumes_and_clones_an_experiment(site_stack, br
     with page.expect_navigation(url=run_url):  # the POST answers with the run page again
         page.click("#cancel-form button")
     page.wait_for_function(f"{STATUS} === 'cancelled'", timeout=60_000)
+    # the page hears "finished" a moment before the worker records the status; the resume form needs the row's
+    run_id = int(run_url.rstrip("/").split("/")[-1])
+    assert wait_for_status(site_stack, run_id, "cancelled") == "cancelled"
     page.goto(run_url)
     stopped_at = page.evaluate(STEPS_DONE)
     assert CANCEL_AFTER < stopped_at < TOTAL_STEPS
@@ -172,7 +175,6 @@ def test_a_user_launches_cancels_resumes_and_clones_an_experiment(site_stack, br
     # the duration written live at the end counts both attempts
     page.wait_for_function("document.getElementById('run-duration')?.textContent.endsWith(' over 2 attempts')",
                            timeout=10_000)
-    run_id = int(run_url.rstrip("/").split("/")[-1])
     # the page hears "finished" from the stream a moment before the worker records the status on the row
     assert wait_for_status(site_stack, run_id, "succeeded") == "succeeded"
     history = site_stack.orm(f"""
