@@ -81,12 +81,26 @@ def changes_key(run_id: int) -> str:
 _clients: dict[str, redis.Redis] = {}
 
 
+def blocking_read_timeout() -> float:
+    """The socket timeout of a client whose reads block for up to `settings.SSE_HEARTBEAT_SECONDS` (XREAD BLOCK):
+    longer than that. redis-py 8's default, 5 s, is the heartbeat itself: every read of a quiet stream failed with
+    a timeout, and the stream slept 5 s more before it read again, so an event that came then reached its page up
+    to 5 s late."""
+    return settings.SSE_HEARTBEAT_SECONDS + 10
+
+
 def redis_client() -> redis.Redis:
     """A shared client for `settings.REDIS_URL` (read at call time, so tests can point it elsewhere)."""
     url = settings.REDIS_URL
     if url not in _clients:
-        _clients[url] = redis.Redis.from_url(url, decode_responses=True)
+        _clients[url] = redis.Redis.from_url(url, decode_responses=True, socket_timeout=blocking_read_timeout())
     return _clients[url]
+
+
+def async_redis_client() -> redis.asyncio.Redis:
+    """A client of the ASGI streams' own (redis.asyncio: one per stream, closed with it)."""
+    return redis.asyncio.Redis.from_url(settings.REDIS_URL, decode_responses=True,
+                                        socket_timeout=blocking_read_timeout())
 
 
 def request_stop(run_id: int) -> None:
@@ -528,7 +542,7 @@ async def read_database(read, *args):
 
 async def follow_async(run_id: int, last_seq: int, messages: Messages = ONE_RUN):
     """The same messages as `follow`, for ASGI: an async generator over redis.asyncio."""
-    client = redis.asyncio.Redis.from_url(settings.REDIS_URL, decode_responses=True)
+    client = async_redis_client()
     heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
     try:
         yield messages.retry
@@ -725,7 +739,7 @@ def watch(run_ids: list[int]):
 
 async def watch_async(run_ids: list[int]):
     """The same messages as `watch`, for ASGI: an async generator over redis.asyncio."""
-    client = redis.asyncio.Redis.from_url(settings.REDIS_URL, decode_responses=True)
+    client = async_redis_client()
     heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
     try:
         yield RETRY_MESSAGE

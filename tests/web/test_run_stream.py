@@ -2,6 +2,7 @@
 or doubling an event, heartbeats, the database fallback for trimmed events, and access."""
 
 import json
+import time
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
@@ -162,6 +163,53 @@ def test_the_asgi_stream_sends_heartbeats_and_ends_when_the_run_ends(owner, runn
 
     rest = parse_sse(async_to_sync(scenario)())
     assert rest[-1]["event"] == "end" and json.loads(rest[-1]["data"]) == {"status": "cancelled"}
+
+
+def test_a_stream_quiet_for_a_whole_heartbeat_gets_the_next_event_at_once(owner_client, running_run, settings):
+    """The blocking read of a quiet stream lasts a heartbeat (5 s): redis-py 8's socket timeout was the same 5 s,
+    so that read failed and the stream slept 5 s more, and an event emitted then waited for it."""
+    assert settings.SSE_HEARTBEAT_SECONDS == 5  # the real one
+    response = owner_client.get(stream_url(running_run))
+    chunks = iter(response.streaming_content)
+    assert next(chunks).decode().startswith("retry:")
+    started = time.monotonic()
+    assert next(chunks).decode() == ": heartbeat\n\n"
+    assert time.monotonic() - started < 7  # 10 s before: the timeout, then a 5 s sleep
+    sink = RedisSink(running_run, batch_size=1000, flush_seconds=1000)  # the database never has it: only Redis
+    emitted = time.monotonic()
+    emit_episodes(sink, 1)
+    (event,) = events_of(parse_sse(next(chunks).decode()))
+    assert event["seq"] == 1 and time.monotonic() - emitted < 1
+    hang_up(response)
+    sink.close()
+
+
+def test_a_quiet_asgi_stream_gets_the_next_event_at_once_after_a_whole_heartbeat(owner, running_run, settings):
+    assert settings.SSE_HEARTBEAT_SECONDS == 5
+
+    async def scenario():
+        from django.test import AsyncClient
+
+        client = AsyncClient()
+        await client.aforce_login(owner)
+        response = await client.get(stream_url(running_run))
+        chunks = response.streaming_content.__aiter__()
+        assert (await chunks.__anext__()).decode().startswith("retry:")
+        started = time.monotonic()
+        assert (await chunks.__anext__()).decode() == ": heartbeat\n\n"
+        quiet = time.monotonic() - started
+        sink = await sync_to_async(RedisSink)(running_run, batch_size=1000, flush_seconds=1000)
+        emitted = time.monotonic()
+        await sync_to_async(emit_episodes)(sink, 1)
+        message = (await chunks.__anext__()).decode()
+        delay = time.monotonic() - emitted
+        await chunks.aclose()
+        await sync_to_async(sink.close)()
+        return quiet, message, delay
+
+    quiet, message, delay = async_to_sync(scenario)()
+    assert quiet < 7 and delay < 1
+    assert events_of(parse_sse(message))[0]["seq"] == 1
 
 
 def test_a_run_cancelled_before_it_started_ends_the_stream_at_once(owner_client, queued_run):
