@@ -24,7 +24,8 @@ works on that database from this process:
   context (one user with N run pages open; headless tabs are all visible, so all of them draw), each at
   `--rate` events/s: a tab that does not open or follow its run in time counts as stalled. With `--hidden-tabs`
   every tab but the first acts as a background tab of a browser window (document.hidden, no animation frames:
-  it draws nothing), as in a browser with N tabs in one window; each must still receive every event of its run.
+  it draws and paints nothing; opened in a window of its own, see background_tab), as in a browser with N tabs in
+  one window; each must still receive every event of its run.
 - `--baseline REV`: the same live measurement with the run page's scripts (run_detail.js, smoothing.js) as
   they were at git revision REV, served to the browser in place of the working tree's, in turns with the
   working tree's (`--rounds` each), on the same site under the same load.
@@ -186,7 +187,21 @@ FOLLOWING = "document.getElementById('run-page')?.dataset.ready === '1' && " \
 EPISODES = "(parseInt(document.getElementById('episode-count').textContent) || 0)"  # the page's episode count
 HIDDEN_TAB = """Object.defineProperty(document, "hidden", {get: () => true});
 Object.defineProperty(document, "visibilityState", {get: () => "hidden"});
-window.requestAnimationFrame = () => 0;  // a hidden tab gets no frames"""
+window.requestAnimationFrame = () => 0;  // a hidden tab gets no frames
+// and paints nothing, as a browser paints no background tab; its scripts still run and keep every event
+document.addEventListener("DOMContentLoaded", () => { document.documentElement.style.display = "none"; });"""
+
+
+def background_tab(context, anchor):
+    """A new page of `context` in a window of its own. Headless chromium composites every tab of a window together,
+    and a tab's frames wait for the others': beside 19 tabs that change their text 5 times a second, a tab of the
+    same window got 7.5 animation frames a second, and 60 with each of them in its own window (pages of data: URLs,
+    none of rlweb's code). A browser composites only the tab in front."""
+    context_id = context.new_cdp_session(anchor).send("Target.getTargetInfo")["targetInfo"]["browserContextId"]
+    with context.expect_page() as opened:
+        context.browser.new_browser_cdp_session().send(
+            "Target.createTarget", {"url": "about:blank", "browserContextId": context_id, "newWindow": True})
+    return opened.value
 
 
 def open_live_pages(context, urls: list[str], runs: list, timeout: float = 60.0,
@@ -195,9 +210,11 @@ def open_live_pages(context, urls: list[str], runs: list, timeout: float = 60.0,
     `timeout` seconds, and the URLs of the others (stalled: no connection left, say), which stay open."""
     tabs = []
     for index, url in enumerate(urls):
-        page = context.new_page()
         if hidden_tabs and index:
+            page = background_tab(context, tabs[0])
             page.add_init_script(HIDDEN_TAB)
+        else:
+            page = context.new_page()
         try:
             page.goto(url, wait_until="commit", timeout=5000)
         except Exception:  # playwright's TimeoutError: the page itself waits for a connection
