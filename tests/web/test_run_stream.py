@@ -47,6 +47,18 @@ def hang_up(response):
     response._iterator.close()
 
 
+async def asgi_stream(user, run):
+    """The ASGI stream of `run` as `user` sees it, past its opening retry hint: its chunks, as an async iterator."""
+    from django.test import AsyncClient
+
+    client = AsyncClient()
+    await client.aforce_login(user)
+    response = await client.get(stream_url(run))
+    chunks = response.streaming_content.__aiter__()
+    assert (await chunks.__anext__()).decode().startswith("retry:")
+    return chunks
+
+
 @pytest.fixture
 def running_run(queued_run):
     Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.RUNNING, started_at=timezone.now())
@@ -150,13 +162,7 @@ def test_the_asgi_stream_sends_heartbeats_and_ends_when_the_run_ends(owner, runn
     settings.SSE_HEARTBEAT_SECONDS = 0.1
 
     async def scenario():
-        from django.test import AsyncClient
-
-        client = AsyncClient()
-        await client.aforce_login(owner)
-        response = await client.get(stream_url(running_run))
-        chunks = response.streaming_content.__aiter__()
-        assert (await chunks.__anext__()).decode().startswith("retry:")
+        chunks = await asgi_stream(owner, running_run)
         assert (await chunks.__anext__()).decode() == ": heartbeat\n\n"
         await sync_to_async(Run.objects.filter(pk=running_run.pk).update)(status=Run.Status.CANCELLED)
         return "".join([chunk.decode() async for chunk in chunks])
@@ -188,13 +194,7 @@ def test_a_quiet_asgi_stream_gets_the_next_event_at_once_after_a_whole_heartbeat
     assert settings.SSE_HEARTBEAT_SECONDS == 5
 
     async def scenario():
-        from django.test import AsyncClient
-
-        client = AsyncClient()
-        await client.aforce_login(owner)
-        response = await client.get(stream_url(running_run))
-        chunks = response.streaming_content.__aiter__()
-        assert (await chunks.__anext__()).decode().startswith("retry:")
+        chunks = await asgi_stream(owner, running_run)
         started = time.monotonic()
         assert (await chunks.__anext__()).decode() == ": heartbeat\n\n"
         quiet = time.monotonic() - started
