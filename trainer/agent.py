@@ -240,9 +240,9 @@ class Agent:
     def save(self, path: str | Path) -> Path:
         return save_checkpoint(self, path)
 
-    def notes(self) -> list[str]:
-        """What this run will do that its settings alone do not say (trainer/notes.py)."""
-        return run_notes(self.config, self.observation_space)
+    def notes(self, total_steps: int | None = None) -> list[str]:
+        """What a run of `total_steps` will do that its settings alone do not say (trainer/notes.py)."""
+        return run_notes(self.config, self.observation_space, total_steps)
 
     def hyperparameters(self) -> dict:
         return dict(self.config.__dict__)

@@ -166,7 +166,7 @@ def _train(args) -> int:
     if args.nodes > 1 and processes % args.nodes:
         raise ValueError(f"--nodes {args.nodes} needs processes (all hosts together) to be a multiple of it, got "
                          f"{processes}")
-    for note in agent.notes():
+    for note in agent.notes(args.total_steps):
         print(f"note: {note}", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
     sink = MultiSink(ProgressBarSink(args.total_steps), JsonLinesSink(args.out / "events.jsonl"))

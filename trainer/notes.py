@@ -15,12 +15,21 @@ from trainer.params import parse_hidden_layers
 RATES = ("learning_rate", "policy_learning_rate", "critic_learning_rate")
 
 
-def run_notes(config, observation_space) -> list[str]:
+def run_notes(config, observation_space, total_steps: int | None = None) -> list[str]:
+    """The notes for a run of `total_steps` (None: the ones that do not depend on its length)."""
     notes = []
     batch, starts = getattr(config, "batch_size", None), getattr(config, "learning_starts", None)
     if batch is not None and starts is not None and starts < batch:
         notes.append(f"learning_starts={starts} is below batch_size={batch}: learning starts once the replay holds "
                      f"{batch} transitions.")
+    fraction = getattr(config, "exploration_fraction", None)
+    if total_steps and fraction is not None and starts is not None and not getattr(config, "noisy", False):
+        decayed, learning = int(fraction * total_steps), max(starts, batch or 0)
+        if decayed <= learning < total_steps:
+            notes.append(f"Epsilon reaches exploration_final_eps={config.exploration_final_eps} at step {decayed:,} "
+                         f"(exploration_fraction={fraction} of {total_steps:,} steps), before learning starts at "
+                         f"step {learning:,}: once it learns, the agent explores with that epsilon only. A larger "
+                         f"exploration_fraction keeps epsilon decaying while it learns.")
     if getattr(config, "lr_schedule", "constant") == "linear":
         rates = ", ".join(f"{name}={getattr(config, name)}" for name in RATES if hasattr(config, name))
         notes.append(f"The learning rate decays linearly to 0 over the run from {rates} (lr_schedule=linear; "

@@ -199,7 +199,7 @@ class Runner:
                               "device": str(self.agent.device), "seed": self.agent.seed,
                               "start_step": self.start_step, "end_step": self.end_step,
                               "hyperparameters": self.agent.hyperparameters(),
-                              "notes": self.agent.notes(), **self._extras("started")})
+                              "notes": self.agent.notes(self.end_step), **self._extras("started")})
         try:
             if self.agent.steps_done < self.end_step and self._start_training():
                 if self.agent.eval_due:  # the evaluation at this step was interrupted by the stop that ended

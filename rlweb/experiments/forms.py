@@ -270,7 +270,8 @@ class ExperimentForm(forms.ModelForm):
         """What the runs will do that the values alone do not say (trainer/notes.py), for a valid form."""
         spec = trainer.get_spec(self.algorithm_name)
         observation_space, _ = env_spaces(self.cleaned_data["env_id"])
-        return run_notes(spec.build_config(self.cleaned_data["hyperparameters"]), observation_space)
+        return run_notes(spec.build_config(self.cleaned_data["hyperparameters"]), observation_space,
+                         self.cleaned_data.get("total_steps"))
 
     def earlier_submission(self, owner) -> Experiment | None:
         """The experiment this same form (its one-time token) already made, if it was posted before."""

@@ -1,5 +1,7 @@
 """The DQN extensions: C51 projection, dueling, noisy layers, presets on every observation space."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -170,6 +172,19 @@ def test_a_training_phase_with_shared_targets_equals_one_step_at_a_time(extra):
         twin.learn_from(batch, twin.targets(batch))
     for mine, theirs in zip(agent.q_network.parameters(), twin.q_network.parameters()):
         assert torch.allclose(mine, theirs, atol=1e-6)
+
+
+def test_dqn_fills_replay_with_random_actions_also_when_epsilon_ends_before_learning_starts():
+    # epsilon is at its end after 4 steps here; the warm-up must not be the untrained network's greedy choice
+    agent = trainer.make("dqn", "CartPole-v1", seed=0, learning_starts=300, exploration_fraction=0.01,
+                         batch_size=16, buffer_size=1000, train_frequency=256, gradient_steps=1)
+    before = copy.deepcopy(agent.q_network)  # the network that acted during the warm-up: no update came before
+    agent.learn(400, eval_episodes=0)
+    warm_up = agent.buffer.actions[:300]
+    with torch.no_grad():
+        greedy = before(torch.as_tensor(agent.buffer.observations_at(np.arange(300)))).argmax(dim=1).numpy()
+    assert 0.35 < (warm_up == greedy).mean() < 0.65  # a coin's agreement with it: 0.99 when epsilon (0.01) acted
+    assert 0.4 < warm_up.mean() < 0.6
 
 
 def test_noisy_dqn_fills_replay_with_random_actions_then_acts_on_fresh_noise_every_step():

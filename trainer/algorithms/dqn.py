@@ -375,12 +375,14 @@ class DQN(Agent):
             update_credit = 0.0  # replay_ratio: updates owed so far
             while True:
                 epsilons = np.array([epsilon(runner.progress) for epsilon in self.epsilons])
+                if len(buffer) < learning_starts:
+                    # the warm-up fills replay with uniformly random actions (Mnih et al. 2015, SB3), also when
+                    # the epsilon schedule ends before learning starts: not with the untrained network's choice
+                    epsilons[:] = 1.0
                 if c.noisy:
                     # fresh acting noise every step (as Dopamine's Rainbow); a network whose noise changed
                     # only with the updates repeats one action when a seed starts with one dominant
                     reset_noise(self.q_network)
-                    if len(buffer) < learning_starts:
-                        epsilons[:] = 1.0  # the warm-up fills replay with random actions, as for epsilon-greedy
                 actions = self.explore(observations, epsilons)
                 next_observations, rewards, terminated, truncated, infos = envs.step(
                     actions + int(self.action_space.start))
