@@ -29,7 +29,7 @@ class CountingAgent:
     def hyperparameters(self) -> dict:
         return {"learning_rate": 0.1}
 
-    def notes(self) -> list[str]:
+    def notes(self, total_steps: int | None = None) -> list[str]:
         return []
 
     def train(self, runner) -> None:
