@@ -215,12 +215,17 @@ def make_pruner(config: SweepConfig):
     return optuna.pruners.NopPruner()
 
 
-def finished_values_at(study, step: int) -> list[float]:
-    """The finished trials' values so far at `step`: what the median pruner compares a trial with."""
+def finished_trials(study) -> list:
+    """The study's finished (complete) trials, as stored: not copied."""
     import optuna
 
-    return [trial.intermediate_values[step] for trial in study.get_trials(
-        deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if step in trial.intermediate_values]
+    return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+
+
+def finished_values_at(finished: list, step: int) -> list[float]:
+    """The values so far at `step` of the `finished` trials that reported one: what the median pruner compares a
+    trial with."""
+    return [trial.intermediate_values[step] for trial in finished if step in trial.intermediate_values]
 
 
 def at_the_floor(value: float, others: list[float]) -> bool:
@@ -250,11 +255,11 @@ def median_pruner(n_startup_trials: int, n_warmup_steps: int):
             step = trial.last_step
             if step is None or step < self._n_warmup_steps:
                 return False
-            finished = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            finished = finished_trials(study)  # read once: with the database's storage, a query
             if len(finished) < self._n_startup_trials:
                 return False
             best = max(value for at, value in trial.intermediate_values.items() if at <= step)
-            return at_the_floor(best, finished_values_at(study, step))
+            return at_the_floor(best, finished_values_at(finished, step))
 
     return MedianPruner(n_startup_trials=n_startup_trials, n_warmup_steps=n_warmup_steps)
 

@@ -25,8 +25,8 @@ import trainer
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-from trainer.sweep import (Dimension, SweepConfig, at_the_floor, finished_values_at, make_pruner, make_sampler,
-                           objective_value)
+from trainer.sweep import (Dimension, SweepConfig, at_the_floor, finished_trials, finished_values_at, make_pruner,
+                           make_sampler, objective_value)
 
 from rlweb.experiments import lifecycle, live
 from rlweb.experiments.live import RedisSink
@@ -337,7 +337,7 @@ class TrialSink(RedisSink):
 def why_pruned(sweep: Sweep, study, step: int, value: float) -> str:
     """The pruner's decision in words, for the run's log."""
     if sweep.pruner == Sweep.Pruner.MEDIAN:
-        others = finished_values_at(study, step)
+        others = finished_values_at(finished_trials(study), step)
         if at_the_floor(value, others):
             median = (f" no better than the worst of {len(others)} finished trials, where half of them were "
                       f"({min(others):.2f}), while others did better")
