@@ -844,19 +844,31 @@
   // --- jobs on checkpoints ---------------------------------------------------------------------------
 
   // The form posts in the background; the job list is fetched again every 2 s while a job is unfinished. A job's
-  // Cancel button posts in the background too (the list is replaced on each fetch, so its section listens).
+  // Cancel button posts in the background too (the list can be replaced by a fetch, so its section listens).
+  // Only the answer to the latest fetch counts (an older one that comes later would bring back cancelled jobs
+  // as queued), and the list is replaced only when it changed: a click never lands on a list just taken away.
   function listenToJobForm() {
     const form = document.getElementById("checkpoint-job-form");
     const status = document.getElementById("checkpoint-job-status");
     let polling = null;
+    let latestFetch = 0;
+    // what a user reads in the list (each answer's CSRF tokens differ, so not its HTML)
+    const jobSignature = (list) => `${list.dataset.unfinished} ${list.textContent.replace(/\s+/g, " ")}`;
     async function refreshJobs() {
-      const response = await fetch(page.dataset.jobsUrl, {headers: {Accept: "text/html"}});
-      if (!response.ok) return;
+      const thisFetch = ++latestFetch;
+      clearTimeout(polling);
+      const response = await fetch(page.dataset.jobsUrl, {headers: {Accept: "text/html"}}).catch(() => null);
+      if (thisFetch !== latestFetch) return;
+      if (!response || !response.ok) {
+        polling = setTimeout(refreshJobs, 2000);
+        return;
+      }
       const holder = document.createElement("div");
       holder.innerHTML = await response.text();
+      if (thisFetch !== latestFetch) return;
       const jobs = holder.querySelector("#checkpoint-jobs");
-      document.getElementById("checkpoint-jobs").replaceWith(jobs);
-      clearTimeout(polling);
+      const shown = document.getElementById("checkpoint-jobs");
+      if (jobSignature(jobs) !== jobSignature(shown)) shown.replaceWith(jobs);
       polling = jobs.dataset.unfinished === "1" ? setTimeout(refreshJobs, 2000) : null;
     }
     function showErrors(errors) {
@@ -889,7 +901,10 @@
       submit.target.querySelector("button").disabled = true;
       const response = await fetch(submit.target.action, {method: "POST", body: new FormData(submit.target),
                                                           headers: {Accept: "application/json"}});
-      if (!response.ok) status.textContent = `could not cancel: HTTP ${response.status}`;
+      if (!response.ok) {
+        status.textContent = `could not cancel: HTTP ${response.status}`;
+        submit.target.querySelector("button").disabled = false;
+      }
       refreshJobs();
     });
     if (document.getElementById("checkpoint-jobs").dataset.unfinished === "1") polling = setTimeout(refreshJobs, 2000);

@@ -98,6 +98,11 @@ def test_a_job_waiting_behind_its_training_run_is_cancelled_from_the_page(site_s
     page.click("#checkpoint-job-form button[type=submit]")
     page.wait_for_function("document.querySelectorAll('#checkpoint-jobs li[data-status=queued]').length === 2")
     assert all("which trains this run first" in row["result"] for row in job_rows(page))
+    # the page polls the list every 2 s while jobs wait, but leaves it in place while nothing in it changed:
+    # a list replaced under the pointer swallowed a click on its Cancel button (a CI failure)
+    page.evaluate("window.shownJobList = document.getElementById('checkpoint-jobs')")
+    page.wait_for_timeout(4500)
+    assert page.evaluate("window.shownJobList.isConnected")
     page.click("#checkpoint-jobs li[data-status=queued] form.job-cancel button")  # the newest: the video
     page.wait_for_selector("#checkpoint-jobs li[data-status=cancelled]")
     video, evaluation = job_rows(page)
