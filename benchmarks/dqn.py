@@ -8,6 +8,8 @@
     python -m benchmarks dqn --recurrent     # r2d1 vs feed-forward DQN on CartPole without velocities
     python -m benchmarks dqn --atari         # ours vs SB3 on ALE/Pong-v5, Nature-DQN settings, and the CNN
                                              # bound (about 20 minutes; not part of "everything")
+    python -m benchmarks dqn --atari-phases  # where our dqn and rainbow presets' updates and act steps spend
+                                             # their CPU time on ALE/Pong-v5 (a few minutes)
     options for --atari: --pairs=2 --atari-steps=20000 --learning-starts=1000 --device=cpu|cuda
                                              (cuda: both sides on the GPU, and each side's update and act
                                              step timed there instead of the CPU bound)
@@ -23,6 +25,7 @@ import numpy as np
 import torch
 
 import trainer
+from trainer import cpu_speed
 from trainer.events import Sink
 
 # rl-baselines3-zoo's tuned CartPole-v1 settings (hyperparams/dqn.yml), our DQN defaults
@@ -318,6 +321,69 @@ def atari_gpu_profile(algorithm: str, rounds: int = 50, rows: int = 12) -> str:
     return profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
+def atari_phases(algorithm: str, rounds: int = 40) -> dict[str, float]:
+    """CPU milliseconds (medians over `rounds`, one torch thread) of each phase of one gradient update of our
+    `algorithm` preset for Pong, done phase by phase as `DQN.update` does it, then of the whole update as
+    training calls it, of one act step (with its fresh noise for noisy nets) and of one env step."""
+    from trainer.agent import denormals_flushed
+    from trainer.networks import reset_noise
+
+    torch.set_num_threads(1)
+    agent = filled_agent(algorithm, "cpu")
+    c, buffer = agent.config, agent.buffer
+    observation = buffer.observations_at(np.array([5]))
+    times: dict[str, list[float]] = {}
+
+    def timed(name: str, function):
+        started = time.process_time()
+        result = function()
+        times.setdefault(name, []).append((time.process_time() - started) * 1e3)
+        return result
+
+    def act():
+        if c.noisy:
+            reset_noise(agent.q_network)
+        agent.greedy_actions(observation)
+
+    sample_options = {"beta": 0.4} if c.prioritized_replay else {}
+    with denormals_flushed(), agent.training_envs(1) as (envs, _):
+        for _ in range(rounds + 5):
+            batch = timed("sample a batch from replay", lambda: buffer.sample(
+                c.batch_size, agent.rng, c.n_step_return, c.gamma, **sample_options))
+            if c.noisy:
+                timed("fresh noise, both networks", lambda: (reset_noise(agent.q_network),
+                                                             reset_noise(agent.target_network)))
+            with torch.no_grad():
+                timed("target network on s'", lambda: agent.target_network(batch.next_obs))
+                if c.double_q:
+                    timed("online network on s' (double Q)", lambda: agent.q_network(batch.next_obs))
+            target = agent.targets(batch)
+            outputs = timed("online network on s", lambda: agent.q_network(batch.obs))
+            chosen = outputs[torch.arange(c.batch_size), batch.actions.long()]
+            loss = (-(target * chosen.log_softmax(dim=1)).sum(dim=1) if c.categorical
+                    else torch.nn.functional.huber_loss(chosen, target, reduction="none")).mean()
+            agent.q_flat.zero_grad()
+            timed("backward", loss.backward)
+            timed("gradient clipping and Adam", lambda: (cpu_speed.clip_grad_norm([agent.q_flat], c.max_grad_norm),
+                                                         agent.optimizer.step()))
+            timed("whole update, as training calls it", lambda: list(agent.update_many(buffer, 1)))
+            timed("act step (fresh noise included)", act)
+            timed("env step", lambda: envs.step(np.array([envs.single_action_space.sample()])))
+    medians = {name: statistics.median(values[5:]) for name, values in times.items()}
+    medians["env steps/s this gives (an update every 4 steps)"] = 1e3 * c.train_frequency / (
+        medians["whole update, as training calls it"]
+        + c.train_frequency * (medians["act step (fresh noise included)"] + medians["env step"]))
+    return medians
+
+
+def atari_phase_table() -> None:
+    print(f"Where an update and an act step spend their CPU time: our presets on {ATARI_ID}, batch 32, one torch "
+          f"thread, medians of 40 (milliseconds)", flush=True)
+    for algorithm in ("dqn", "rainbow"):
+        for name, value in in_own_process(atari_phases, algorithm).items():
+            print(f"  {algorithm:8s} {name:45s} {value:8.2f}", flush=True)
+
+
 def in_own_process(function, *args):
     """Each run in a fresh process: nothing (allocator state, threads, caches) carries over from the last."""
     with multiprocessing.get_context("spawn").Pool(1) as pool:
@@ -378,6 +444,8 @@ def main(options: list[str]) -> None:
         presets(names)
     if "recurrent" in chosen:
         recurrent()
+    if "atari-phases" in chosen:
+        atari_phase_table()
     if "atari" in chosen:
         values = {o.lstrip("-").split("=")[0]: int(o.split("=", 1)[1]) for o in options if "=" in o
                   and o.lstrip("-").split("=")[0] in ("pairs", "atari-steps", "learning-starts")}
