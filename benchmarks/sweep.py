@@ -16,7 +16,7 @@ pruning saved.
 
 `--baseline` takes the folder of an earlier run's no-pruning sweep (its `study.journal`, printed as it starts)
 instead of running it again. `--replay` runs nothing: it replays median-pruning rules on the recorded curves,
-each trial compared with the trials finished before it started (with 2 at once, all but the one before it), and
+each trial compared with the trials finished before it started (with --jobs 2, all but the one before it), and
 prints the steps each rule saves and the best value it keeps; TPE's answer to pruning is not replayed.
 """
 
@@ -71,7 +71,7 @@ def summary(study, pruner: str, seconds: float | None = None) -> dict:
     return result
 
 
-def replay(study, steps: int) -> None:
+def replay(study, steps: int, jobs: int) -> None:
     """Median-pruning rules replayed on a recorded no-pruning study (see the module's docstring)."""
     trials = [trial for trial in study.trials if trial.state.name == "COMPLETE"]
     best = max(trial.value for trial in trials)
@@ -80,7 +80,7 @@ def replay(study, steps: int) -> None:
         for warmup in (10_000, 20_000, 30_000, steps // 3, 40_000):
             used, kept, pruned = 0, [], 0
             for index, trial in enumerate(trials):
-                finished, stop = trials[:max(0, index - 1)], None
+                finished, stop = trials[:max(0, index - (jobs - 1))], None  # not those still running beside it
                 for step in sorted(trial.intermediate_values) if len(finished) >= 5 else ():
                     if step < warmup:
                         continue
@@ -117,7 +117,7 @@ def main(argv: list[str]) -> None:
     print(f"dqn on Acrobot-v1, {args.trials} trials of {args.steps:,} steps, {args.jobs} at once, {args.sampler} "
           f"sampler, seed {args.seed}; search: {' '.join(SPACE)}", flush=True)
     if args.replay:
-        return replay(recorded(args.baseline), args.steps)
+        return replay(recorded(args.baseline), args.steps, args.jobs)
     plain = summary(recorded(args.baseline), "none (recorded)") if args.baseline else run(args, "none")
     for pruner in args.pruners.split(","):
         pruned = run(args, pruner)

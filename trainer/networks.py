@@ -135,9 +135,14 @@ def mlp(input_size: int, hidden_sizes: tuple[int, ...], output_size: int | None,
 
 class NoisyLinear(nn.Module):
     """A linear layer with learned Gaussian noise on its weights (Fortunato et al. 2018,
-    https://arxiv.org/abs/1706.10295). `factorised` noise is f(e_in) outer f(e_out) with
+    https://arxiv.org/abs/1706.10295). `factorised` noise is f(e_out) outer f(e_in) with
     f(x) = sign(x) sqrt|x|; otherwise every weight draws its own noise. The noise changes only when
-    `reset_noise()` is called; in eval mode the layer uses its mean weights."""
+    `reset_noise()` is called; in eval mode the layer uses its mean weights.
+
+    Factorised noise is kept as its two vectors and never made into a matrix: the noisy part of the output,
+    x (sigma * e_out e_in^T)^T, is e_out * ((x * e_in) sigma^T), the same numbers for a matmul's cost. A
+    Rainbow act step on Atari took 3.3 ms with the matrix drawn and added every step, 1.8 ms without
+    (`python -m benchmarks dqn --atari-phases`)."""
 
     def __init__(self, in_features: int, out_features: int, std_init: float = 0.5, factorised: bool = True):
         super().__init__()
@@ -146,8 +151,13 @@ class NoisyLinear(nn.Module):
         self.weight_sigma = nn.Parameter(torch.empty(out_features, in_features))
         self.bias_mu = nn.Parameter(torch.empty(out_features))
         self.bias_sigma = nn.Parameter(torch.empty(out_features))
-        # buffers, not parameters: the optimiser never touches the noise
-        self.register_buffer("weight_epsilon", torch.zeros(out_features, in_features))
+        # buffers, not parameters: the optimiser never touches the noise. Written in place, so that a CUDA
+        # graph sees each new draw; factorised noise is redrawn before every use, so it is not checkpointed
+        if factorised:
+            self.register_buffer("noise_in", torch.zeros(in_features), persistent=False)
+            self.register_buffer("noise_out", torch.zeros(out_features), persistent=False)
+        else:
+            self.register_buffer("weight_epsilon", torch.zeros(out_features, in_features))
         self.register_buffer("bias_epsilon", torch.zeros(out_features))
         bound = 1 / np.sqrt(in_features)
         nn.init.uniform_(self.weight_mu, -bound, bound)
@@ -168,19 +178,31 @@ class NoisyLinear(nn.Module):
     def reset_noise(self) -> None:
         device = self.weight_mu.device
         if self.factorised:
-            noise_in = self._scaled_noise(self.in_features, device)
-            noise_out = self._scaled_noise(self.out_features, device)
-            self.weight_epsilon.copy_(torch.outer(noise_out, noise_in))
-            self.bias_epsilon.copy_(noise_out)
+            self.noise_in.copy_(self._scaled_noise(self.in_features, device))
+            self.noise_out.copy_(self._scaled_noise(self.out_features, device))
+            self.bias_epsilon.copy_(self.noise_out)
         else:
             self.weight_epsilon.normal_()
             self.bias_epsilon.normal_()
 
+    def weight_noise(self) -> torch.Tensor:
+        """The noise on the weights as a matrix (the outer product of the two vectors when factorised)."""
+        return torch.outer(self.noise_out, self.noise_in) if self.factorised else self.weight_epsilon
+
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         if not self.training:
             return F.linear(inputs, self.weight_mu, self.bias_mu)
-        return F.linear(inputs, self.weight_mu + self.weight_sigma * self.weight_epsilon,
-                        self.bias_mu + self.bias_sigma * self.bias_epsilon)
+        bias = self.bias_mu + self.bias_sigma * self.bias_epsilon
+        if self.factorised:
+            noisy_part = F.linear(inputs * self.noise_in, self.weight_sigma) * self.noise_out
+            return F.linear(inputs, self.weight_mu, bias) + noisy_part
+        return F.linear(inputs, self.weight_mu + self.weight_sigma * self.weight_epsilon, bias)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # checkpoints from before the vectors hold the factorised noise as a matrix: it is redrawn anyway
+        if self.factorised:
+            state_dict.pop(prefix + "weight_epsilon", None)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
 def reset_noise(module: nn.Module) -> None:

@@ -78,14 +78,50 @@ def test_noisy_layers_resample_on_demand_and_evaluate_with_mean_weights():
     reset_noise(layer)
     assert torch.equal(layer(inputs), mean)
     names = {name for name, _ in layer.named_parameters()}
-    assert "weight_epsilon" not in names and "weight_epsilon" in dict(layer.named_buffers())
+    assert not names & {"noise_in", "noise_out"} and {"noise_in", "noise_out"} <= dict(layer.named_buffers()).keys()
     # factorised noise is an outer product: rank one
-    assert torch.linalg.matrix_rank(layer.weight_epsilon).item() == 1
+    assert torch.linalg.matrix_rank(layer.weight_noise()).item() == 1
 
 
 def test_independent_noise_is_not_factorised():
     layer = NoisyLinear(6, 5, std_init=0.017, factorised=False)
-    assert torch.linalg.matrix_rank(layer.weight_epsilon).item() > 1
+    assert torch.linalg.matrix_rank(layer.weight_noise()).item() > 1
+
+
+@pytest.mark.parametrize("factorised", [True, False])
+def test_a_noisy_layer_computes_the_noisy_weights_output_and_gradients(factorised):
+    """Factorised noise is applied as two vectors, never as a matrix: the outputs and every gradient must
+    be those of y = x (mu + sigma * noise)^T + (b_mu + b_sigma * e_b), the layer of the paper."""
+    torch.manual_seed(0)
+    layer = NoisyLinear(7, 5, std_init=0.5, factorised=factorised)
+    with torch.no_grad():  # sigmas of different sizes, so that a misplaced vector shows
+        layer.weight_sigma.uniform_(0.1, 1.0)
+        layer.bias_sigma.uniform_(0.1, 1.0)
+    inputs = torch.randn(3, 7, requires_grad=True)
+    layer(inputs).square().sum().backward()
+    ours = [inputs.grad.clone(), *(parameter.grad.clone() for parameter in layer.parameters())]
+    inputs.grad = None
+    layer.zero_grad()
+    weight = layer.weight_mu + layer.weight_sigma * layer.weight_noise()
+    expected = torch.nn.functional.linear(inputs, weight, layer.bias_mu + layer.bias_sigma * layer.bias_epsilon)
+    assert torch.allclose(layer(inputs), expected, atol=1e-6)
+    expected.square().sum().backward()
+    theirs = [inputs.grad, *(parameter.grad for parameter in layer.parameters())]
+    for our_gradient, their_gradient in zip(ours, theirs):
+        assert torch.allclose(our_gradient, their_gradient, atol=1e-5)
+    if factorised:  # the bias's noise is the output vector's
+        assert torch.equal(layer.bias_epsilon, layer.noise_out)
+
+
+def test_a_checkpoint_that_holds_factorised_noise_as_a_matrix_still_loads():
+    """Checkpoints written before the noise was kept as vectors hold a `weight_epsilon` matrix: the weights
+    load (strictly), the old noise is dropped, and the noise is drawn afresh as always."""
+    layer = NoisyLinear(4, 3, factorised=True)
+    old_state = {**layer.state_dict(), "weight_epsilon": torch.ones(3, 4)}
+    fresh = NoisyLinear(4, 3, factorised=True)
+    fresh.load_state_dict(old_state, strict=True)
+    assert torch.equal(fresh.weight_mu, layer.weight_mu) and torch.equal(fresh.weight_sigma, layer.weight_sigma)
+    assert "weight_epsilon" not in fresh.state_dict() and "noise_in" not in fresh.state_dict()
 
 
 def test_noisy_dqn_does_not_use_epsilon_and_acts_deterministically_in_evaluation():
