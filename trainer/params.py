@@ -322,7 +322,23 @@ def check_live_changes(config_class, current: dict[str, Any], requested: dict[st
         errors["hyperparameters"] = "no change asked for"
     if errors:
         raise ConfigError(errors)
-    # the run's values may name settings its config does not hold (`processes`, kept at 1 for a one-process algorithm)
-    current = {name: value for name, value in canonical_names(config_class, current).items() if name in params}
-    config = build_config(config_class, {**current, **requested})
+    config = run_config(config_class, {**canonical_names(config_class, current), **requested})
+    ignored = unused_settings(config)
+    if ignored.keys() & requested.keys():
+        raise ConfigError({name: f"has no effect on this run: {ignored[name]}" for name in requested if name in ignored})
     return {name: getattr(config, name) for name in requested}
+
+
+def run_config(config_class, values: dict[str, Any]):
+    """The config of a run whose hyperparameters are `values`. They may name settings its config does not hold
+    (`processes`, kept at 1 for a one-process algorithm): those are left out."""
+    names = {param.name for param in schema(config_class)}
+    return build_config(config_class, {name: value for name, value in canonical_names(config_class, values).items()
+                                       if name in names})
+
+
+def unused_settings(config) -> dict[str, str]:
+    """{name: why} of the settings a config ignores (its `unused()`, where its algorithm has one), such as
+    epsilon's schedule for a DQN that explores with noisy layers."""
+    unused = getattr(config, "unused", None)
+    return unused() if unused is not None else {}

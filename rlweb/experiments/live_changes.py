@@ -21,7 +21,7 @@ import trainer
 from django import forms
 from django.db import transaction
 from django.utils import timezone
-from trainer.params import NOT_LIVE, ConfigError, check_live_changes
+from trainer.params import NOT_LIVE, ConfigError, check_live_changes, run_config, unused_settings
 
 from rlweb.experiments import live
 from rlweb.experiments.forms import HYPERPARAMETER_PREFIX, hyperparameter_field
@@ -60,7 +60,8 @@ class LiveChangeForm(forms.Form):
         spec = trainer.get_spec(run.experiment.algorithm)
         self.config_class = spec.config_class
         self.current = current_values(run)
-        self.params = [param for param in spec.params() if param.live]
+        self.ignored = self.ignored_settings()
+        self.params = [param for param in spec.params() if param.live and param.name not in self.ignored]
         for param in self.params:
             field = self.fields[HYPERPARAMETER_PREFIX + param.name] = hyperparameter_field(param)
             field.initial = self.current.get(param.name, param.default)
@@ -70,11 +71,14 @@ class LiveChangeForm(forms.Form):
         others = sorted(key.removeprefix(HYPERPARAMETER_PREFIX) for key in self.data
                         if key.startswith(HYPERPARAMETER_PREFIX) and key not in self.fields)
         for name in others:
-            self.add_error(None, f"{name[:60]}: {NOT_LIVE}")
+            why = f"has no effect on this run: {self.ignored[name]}" if name in self.ignored else NOT_LIVE
+            self.add_error(None, f"{name[:60]}: {why}")
         asked = {param.name: cleaned[HYPERPARAMETER_PREFIX + param.name] for param in self.params
                  if self.differs(param, cleaned.get(HYPERPARAMETER_PREFIX + param.name))}
         if not asked and not others:
             raise forms.ValidationError("Nothing to change: every value is the run's current one.")
+        if not asked:  # only settings refused above
+            return cleaned
         try:
             cleaned["changes"] = check_live_changes(self.config_class, self.current, asked)
         except ConfigError as error:
@@ -83,6 +87,13 @@ class LiveChangeForm(forms.Form):
                 self.add_error(field if field in self.fields else None,
                                message if field in self.fields else f"{name}: {message}")
         return cleaned
+
+    def ignored_settings(self) -> dict[str, str]:
+        """The settings the run's config ignores (a noisy DQN's epsilon): not offered, and refused if posted."""
+        try:
+            return unused_settings(run_config(self.config_class, self.current))
+        except ConfigError:
+            return {}
 
     def differs(self, param, raw) -> bool:
         """Whether a posted value is a change (an empty field keeps the current value; one that does not parse is a

@@ -58,6 +58,19 @@ def test_a_change_is_checked_as_a_new_config_is():
     assert "exploration_final_eps_min" in refused.value.errors
 
 
+def test_a_setting_the_run_ignores_is_refused_with_why():
+    """A noisy DQN explores without epsilon: a change of epsilon's end would be a silent no-op."""
+    config_class = trainer.get_spec("rainbow").config_class
+    current = trainer.get_spec("rainbow").build_config({}).__dict__
+    with pytest.raises(ConfigError) as refused:
+        check_live_changes(config_class, current, {"exploration_final_eps": "0.1", "learning_rate": "0.0001"})
+    assert refused.value.errors == {"exploration_final_eps": "has no effect on this run: noisy layers explore "
+                                                             "instead of epsilon"}
+    assert check_live_changes(config_class, current, {"learning_rate": "0.0001"}) == {"learning_rate": 0.0001}
+    plain = trainer.get_spec("dqn").config_class
+    assert check_live_changes(plain, {}, {"exploration_final_eps": "0.1"}) == {"exploration_final_eps": 0.1}
+
+
 def test_dqn_applies_a_change_at_its_step_and_reports_old_and_new_values():
     agent = trainer.make("dqn", "CartPole-v1", seed=0, device="cpu", **TINY_DQN)
     sink = ListSink(changes=[{"id": "x1", "step": 200, "values": {"learning_rate": "0.0005",

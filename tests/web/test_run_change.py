@@ -94,6 +94,21 @@ def test_a_hyperparameter_that_is_not_live_is_refused(owner_client, running_run,
     assert running_run.live_changes == [] and sent(live_redis, running_run) == []
 
 
+def test_a_noisy_run_is_not_offered_epsilon_and_a_change_of_it_is_refused_with_why(owner_client, running_run,
+                                                                                     live_redis):
+    experiment = running_run.experiment
+    experiment.hyperparameters = {**experiment.hyperparameters, "noisy": True}
+    experiment.save()
+    page = owner_client.get(running_run.get_absolute_url()).content.decode()
+    assert 'name="hp_learning_rate"' in page and "hp_exploration_final_eps" not in page
+    response = change(owner_client, running_run, exploration_final_eps="0.1")
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"": ["exploration_final_eps: has no effect on this run: noisy layers explore "
+                                              "instead of epsilon"]}
+    running_run.refresh_from_db()
+    assert running_run.live_changes == [] and sent(live_redis, running_run) == []
+
+
 def test_nothing_to_change_is_said_so(owner_client, running_run, live_redis):
     response = change(owner_client, running_run, learning_rate="0.0023")
     assert response.status_code == 400 and "Nothing to change" in response.json()["errors"][""][0]

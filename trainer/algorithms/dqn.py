@@ -98,6 +98,13 @@ class DQNConfig:
             errors["hidden_layers"] = "dueling heads need at least one hidden layer"
         return errors
 
+    def unused(self) -> dict[str, str]:
+        """The settings this configuration ignores, with why (not offered as live changes of its runs)."""
+        if not self.noisy:
+            return {}
+        return {name: "noisy layers explore instead of epsilon" for name in (
+            "exploration_fraction", "exploration_initial_eps", "exploration_final_eps", "exploration_final_eps_min")}
+
 
 class QNetwork(nn.Module):
     """Encoder, hidden layers, then Q-values [B, A], or per-atom logits [B, A, atoms] for C51.
