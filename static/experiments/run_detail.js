@@ -243,9 +243,11 @@
   // The x range of a chart of a live run: its points and as much again as its last 100 took (at least 5%);
   // undefined (plotly's autorange) once the run has ended. A chart the user zoomed keeps the range they chose
   // (plotly would otherwise take ours: it keeps a zoom across draws only while the range we give does not change).
+  // A chart whose points all sit at one x (a single evaluation) gets a padded range, not plotly's band a step wide.
   function xRange(chart) {
     if (chart.zoomed.x && chart.element.layout) return Array.from(chart.element.layout.xaxis.range);
     const x = xValues(chart);
+    if (x.length && x[0] === x[x.length - 1]) return window.rlwebFlatRange([[x[0]]]);
     if (!liveRun() || x.length < 2) return undefined;
     const low = Math.min(x[0], x[x.length - 1]);
     const high = Math.max(x[0], x[x.length - 1]);

@@ -54,4 +54,14 @@ def test_an_environment_fills_in_its_preset_and_the_users_values_stay(site_stack
         result = [experiment.preset, experiment.hyperparameters["learning_rate"], experiment.hyperparameters["batch_size"]]
     """)
     assert stored == ["zoo:Acrobot-v1", 0.00063, 100]
+
+    # its one evaluation (eval_interval 0: at the end) is drawn in a padded x range, not in a band a step wide
+    page.click("#run-table a[data-run-id]")
+    page.wait_for_function("document.getElementById('run-status').textContent.trim() === 'succeeded'", timeout=240_000)
+    evaluations = page.locator('[data-metric="eval/return_mean"]')
+    evaluations.scroll_into_view_if_needed()
+    chart = "document.querySelector('[data-metric=\"eval/return_mean\"] .chart')"
+    page.wait_for_function(f"(({chart}.data || []).find((trace) => trace.name === 'raw') || {{x: []}}).x.length === 1")
+    low, high = page.evaluate(f"Array.from({chart}._fullLayout.xaxis.range)")
+    assert low < 2000 < high and high - low >= 1000, (low, high)
     assert not errors
