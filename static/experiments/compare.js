@@ -117,11 +117,23 @@
 
   // While runs are live, one push stream says when any of them reports; the data is fetched again then, at
   // most once a second (or every two fetch times, when the server takes long to answer), never while quiet.
+  // After an HTTP error the browser gives up on a stream for good (it reconnects only after a dropped
+  // connection): then the data is fetched again, which opens a new one, after 2 s, doubling up to a minute.
+  let streamFailures = 0;
+
   function followLiveRuns() {
     if (liveSource) return;
-    liveSource = new EventSource(page.dataset.streamUrl);
+    const source = new EventSource(page.dataset.streamUrl);
+    liveSource = source;
     const fetchSoon = () => {
       if (pollTimer === null) pollTimer = setTimeout(load, Math.max(1000, 2 * lastFetchMilliseconds));
+    };
+    source.onopen = () => { streamFailures = 0; };
+    source.onerror = () => {
+      if (source !== liveSource || source.readyState !== EventSource.CLOSED) return;
+      liveSource = null;
+      streamFailures += 1;
+      setTimeout(fetchSoon, Math.min(2000 * 2 ** (streamFailures - 1), 60_000));
     };
     liveSource.addEventListener("runs", fetchSoon);
     liveSource.addEventListener("end", () => {

@@ -710,12 +710,12 @@
     }
     const runId = Number(page.dataset.runId);
     const worker = new SharedWorker(page.dataset.liveWorkerUrl, {name: "rlweb-live"});
-    let source = null;
+    let ownStream = null;
     const leave = () => worker.port.postMessage({leave: runId});
     worker.port.onmessage = (message) => {
       const {mode, event, open, end, reset} = message.data;
       if (mode) page.dataset.following = mode;  // for tests and benchmarks
-      if (mode === "own") source = followOwn(leave);
+      if (mode === "own") ownStream = followOwn(leave);
       else if (mode === "shared") worker.port.postMessage({follow: runId, after: lastReceived});
       else if (event) receive(event, performance.now());
       else if (open !== undefined) liveIndicator.hidden = !open;
@@ -727,8 +727,8 @@
     ask();
     // a page left (or kept in the back-forward cache) stops following; one shown again goes on from where it was
     window.addEventListener("pagehide", () => {
-      if (source) source.close();
-      source = null;
+      if (ownStream) ownStream.close();
+      ownStream = null;
       leave();
     });
     window.addEventListener("pageshow", (shown) => {
@@ -736,23 +736,47 @@
     });
   }
 
-  // A stream of the page's own, from the last event it has; `done` is called once the stream ends.
+  // A stream of the page's own, from the last event it has; `done` is called once the stream ends. After a dropped
+  // connection the browser reconnects by itself (with Last-Event-ID), but after an HTTP error (a server restarting,
+  // a proxy's 502, a database busy for a moment) it gives up for good: then the page opens the stream again, from
+  // the last event it has, after 2 s, doubling up to a minute. Returns {close}.
   function followOwn(done = () => {}) {
-    const source = new EventSource(`${page.dataset.streamUrl}?last_id=${lastReceived}`);
-    source.onopen = () => { liveIndicator.hidden = false; };
-    source.onmessage = (message) => receive(JSON.parse(message.data), performance.now());
-    source.onerror = () => { liveIndicator.hidden = true; };  // the browser reconnects with Last-Event-ID
-    source.addEventListener("reset", () => {
-      source.close();
-      done();
-      restart();
-    });
-    source.addEventListener("end", (message) => {
-      source.close();
-      done();
-      stop(JSON.parse(message.data).status);
-    });
-    return source;
+    let source = null;
+    let closed = false;
+    let failures = 0;
+    let retry = null;
+    const close = () => {
+      closed = true;
+      clearTimeout(retry);
+      if (source) source.close();
+    };
+    const open = () => {
+      const current = new EventSource(`${page.dataset.streamUrl}?last_id=${lastReceived}`);
+      source = current;
+      current.onopen = () => {
+        failures = 0;
+        liveIndicator.hidden = false;
+      };
+      current.onmessage = (message) => receive(JSON.parse(message.data), performance.now());
+      current.onerror = () => {
+        liveIndicator.hidden = true;
+        if (closed || current.readyState !== EventSource.CLOSED) return;
+        failures += 1;
+        retry = setTimeout(open, Math.min(2000 * 2 ** (failures - 1), 60_000));
+      };
+      current.addEventListener("reset", () => {
+        close();
+        done();
+        restart();
+      });
+      current.addEventListener("end", (message) => {
+        close();
+        done();
+        stop(JSON.parse(message.data).status);
+      });
+    };
+    open();
+    return {close};
   }
 
   // The page drew events of an attempt that a resume forgot (its worker died): draw the history again.
