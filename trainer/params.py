@@ -310,6 +310,11 @@ def build_config(config_class, values: dict[str, Any]):
 NOT_LIVE = "cannot be changed while the run trains"
 
 
+def no_effect(why: str) -> str:
+    """The refusal of a live change to a setting the run's config ignores, `why` being unused_settings' reason."""
+    return f"has no effect on this run: {why}"
+
+
 def check_live_changes(config_class, current: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
     """The changes `requested` of a running run whose hyperparameters are `current`, parsed and checked as a new
     config would be (bounds, the algorithm's own cross-field checks): {name: new value}, our names. ConfigError,
@@ -325,7 +330,7 @@ def check_live_changes(config_class, current: dict[str, Any], requested: dict[st
     config = run_config(config_class, {**canonical_names(config_class, current), **requested})
     ignored = unused_settings(config)
     if ignored.keys() & requested.keys():
-        raise ConfigError({name: f"has no effect on this run: {ignored[name]}" for name in requested if name in ignored})
+        raise ConfigError({name: no_effect(ignored[name]) for name in requested if name in ignored})
     return {name: getattr(config, name) for name in requested}
 
 

@@ -21,7 +21,7 @@ import trainer
 from django import forms
 from django.db import transaction
 from django.utils import timezone
-from trainer.params import NOT_LIVE, ConfigError, check_live_changes, run_config, unused_settings
+from trainer.params import NOT_LIVE, ConfigError, check_live_changes, no_effect, run_config, unused_settings
 
 from rlweb.experiments import live
 from rlweb.experiments.forms import HYPERPARAMETER_PREFIX, hyperparameter_field
@@ -71,7 +71,7 @@ class LiveChangeForm(forms.Form):
         others = sorted(key.removeprefix(HYPERPARAMETER_PREFIX) for key in self.data
                         if key.startswith(HYPERPARAMETER_PREFIX) and key not in self.fields)
         for name in others:
-            why = f"has no effect on this run: {self.ignored[name]}" if name in self.ignored else NOT_LIVE
+            why = no_effect(self.ignored[name]) if name in self.ignored else NOT_LIVE
             self.add_error(None, f"{name[:60]}: {why}")
         asked = {param.name: cleaned[HYPERPARAMETER_PREFIX + param.name] for param in self.params
                  if self.differs(param, cleaned.get(HYPERPARAMETER_PREFIX + param.name))}

@@ -341,6 +341,8 @@
     const found = [];
     if (checkpoint) {
       checkpoint.classList.add("is-nearest");
+      const list = checkpoint.parentElement;  // scrolled within itself, the page stays where the video is
+      list.scrollTop = checkpoint.offsetTop - list.offsetTop - (list.clientHeight - checkpoint.offsetHeight) / 2;
       found.push(`checkpoint ${checkpoint.querySelector("a").textContent} (step ${checkpoint.dataset.step})`);
     }
     if (figure) {

@@ -63,6 +63,11 @@ def test_clicking_a_point_plays_the_nearest_video_and_highlights_the_nearest_che
                            "(document.querySelector('#video-list figure.is-nearest').getBoundingClientRect())")
     (highlighted,) = page.eval_on_selector_all("#checkpoint-list li.is-nearest", "(all) => all.map((i) => i.dataset.step)")
     assert int(highlighted) == nearest(clicked, checkpoint_steps)
+    assert page.evaluate("""() => {  // a long list scrolls within itself: the highlighted one is in its view
+        const list = document.getElementById('checkpoint-list').getBoundingClientRect();
+        const item = document.querySelector('#checkpoint-list li.is-nearest').getBoundingClientRect();
+        return item.top >= list.top && item.bottom <= list.bottom;
+    }""")
     assert f"step {highlighted}" in note
     # from the charts to the checkpoints: the clicked curve, the video playing and the checkpoint highlighted
     top, bottom = page.evaluate("[document.getElementById('charts').getBoundingClientRect().top + scrollY - 8,"
