@@ -181,6 +181,12 @@ class Run(models.Model):
         return self.earlier_attempts_seconds + self.attempt_seconds
 
     @property
+    def average_steps_per_second(self) -> float | None:
+        """Env steps a second over the whole run (its steps done over its training seconds); None before any."""
+        seconds = self.training_seconds
+        return self.steps_done / seconds if seconds and self.steps_done else None
+
+    @property
     def seconds_left(self) -> float | None:
         """Time left of a running run, at the speed of its current attempt so far (None: no estimate yet)."""
         done = self.steps_done - self.start_step

@@ -151,10 +151,12 @@
                   fill: "tonexty", fillcolor: "rgba(217, 83, 79, 0.15)", hoverinfo: "skip", name: "± std"});
     }
     const smoothed = chart.smoother !== null;
+    const faint = smoothed && chart.value.length > 1;  // one point has no line to show it: drawn plain and larger
     drawn.push({x: x.slice(), y: chart.value.slice(), name: "raw", type: "scatter",
                 mode: chart.value.length > 60 ? "lines" : "lines+markers",
-                line: {width: 1, color: smoothed ? "rgba(59, 110, 214, 0.28)" : "#3b6ed6"},
-                marker: {size: 3, color: smoothed ? "rgba(59, 110, 214, 0.28)" : "#3b6ed6"}, hovertemplate: hover});
+                line: {width: 1, color: faint ? "rgba(59, 110, 214, 0.28)" : "#3b6ed6"},
+                marker: {size: chart.value.length > 1 ? 3 : 7, color: faint ? "rgba(59, 110, 214, 0.28)" : "#3b6ed6"},
+                hovertemplate: hover});
     if (smoothed) {
       drawn.push({x: x.slice(), y: chart.smoothed.slice(), name: "smoothed", type: "scatter", mode: "lines",
                   line: {width: 2, color: "#1f3f8a"}, hovertemplate: hover});
@@ -225,7 +227,8 @@
 
   function showCount(chart) {
     const shown = chart.value.length;
-    chart.note.textContent = shown < chart.count ? `${shown} of ${chart.count} points drawn` : `${chart.count} points`;
+    chart.note.textContent = shown < chart.count ? `${shown} of ${chart.count} points drawn`
+      : `${chart.count} point${chart.count === 1 ? "" : "s"}`;
   }
 
   // --- live points between plotly's draws --------------------------------------------------------------
@@ -400,7 +403,7 @@
     const evals = metrics["eval/return_mean"];
     if (evals && evals.value.length) bestEval = Math.max(...evals.value);
     const speed = metrics["time/steps_per_second"];
-    if (speed && speed.value.length) {
+    if (speed && speed.value.length && !finishedStatuses.includes(page.dataset.status)) {  // else: the average
       document.getElementById("steps-per-second").textContent = Math.round(speed.value[speed.value.length - 1]);
     }
   }
@@ -652,6 +655,11 @@
   function showEnd(attemptSeconds) {
     document.getElementById("run-finished").textContent = "just now";
     const seconds = earlierSeconds + attemptSeconds;
+    if (seconds > 0 && stepsDone > 0) {  // the average over the run, as the page shows a finished run's
+      const speed = document.getElementById("steps-per-second");
+      speed.textContent = Math.round(stepsDone / seconds);
+      speed.title = "the average over the run";
+    }
     const text = seconds < 60 ? `${seconds.toFixed(1)} s`  // as run_views.duration_text writes it
       : seconds < 3600 ? `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`
         : `${Math.floor(seconds / 3600)} h ${Math.round((seconds % 3600) / 60)} min`;

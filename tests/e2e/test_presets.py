@@ -64,4 +64,12 @@ def test_an_environment_fills_in_its_preset_and_the_users_values_stay(site_stack
     page.wait_for_function(f"(({chart}.data || []).find((trace) => trace.name === 'raw') || {{x: []}}).x.length === 1")
     low, high = page.evaluate(f"Array.from({chart}._fullLayout.xaxis.range)")
     assert low < 2000 < high and high - low >= 1000, (low, high)
+    # one point has no line through it: it is drawn plain and larger than the faint raw points behind a smoothed line
+    marker = page.evaluate(f"(({chart}._fullData.find((trace) => trace.name === 'raw')).marker)")
+    assert marker["size"] == 7 and marker["color"] == "#3b6ed6", marker
+    assert evaluations.locator(".chart-note").text_content() == "1 point"
+    # the run ended before its first steps-per-second report: the page shows its average over the run
+    page.wait_for_function("/^[0-9]+$/.test(document.getElementById('steps-per-second').textContent)")
+    page.reload()
+    assert page.text_content("#steps-per-second").isdigit()
     assert not errors

@@ -92,3 +92,22 @@ def test_durations_read_in_minutes_and_hours_and_a_running_run_says_so(owner_cli
                            (started + timedelta(hours=2, minutes=5), "2 h 5 min"), (None, "running for 3 h 0 min")]:
         queued_run.__class__.objects.filter(pk=queued_run.pk).update(started_at=started, finished_at=finished)
         assert f'<dd id="run-duration">{text}</dd>' in owner_client.get(url).content.decode()
+
+
+def test_a_finished_run_shows_its_average_steps_per_second_and_a_running_one_waits_for_its_live_rate(owner_client,
+                                                                                                   queued_run):
+    """A short run ends before its first `time` event (every few seconds): the page showed "–". A finished run
+    shows its steps over its training seconds, over every attempt; a running one the rate its worker reports."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    started = timezone.now() - timedelta(hours=1)
+    url = reverse("run-detail", args=[queued_run.pk])
+    Run.objects.filter(pk=queued_run.pk).update(status="succeeded", started_at=started, steps_done=30_000,
+                                                 finished_at=started + timedelta(seconds=20),
+                                                 earlier_attempts_seconds=4.0)
+    html = owner_client.get(url).content.decode()
+    assert '<dd id="steps-per-second" title="the average over the run">1250</dd>' in html  # 30,000 / 24 s
+    Run.objects.filter(pk=queued_run.pk).update(status="running", finished_at=None)
+    assert '<dd id="steps-per-second">–</dd>' in owner_client.get(url).content.decode()

@@ -62,3 +62,11 @@ def test_plotly_is_served_to_be_kept_for_good(client):
 
 def test_static_files_do_not_need_a_login(client):
     assert client.get("/static/experiments/site.css").status_code == 200
+
+
+def test_every_page_names_its_icon_which_is_served_so_browsers_do_not_ask_for_a_missing_favicon_ico(client):
+    html = client.get("/login/").content.decode()
+    icon = re.search(r'<link rel="icon" href="([^"]+)" type="image/svg\+xml">', html)
+    assert icon, html[:500]
+    response = client.get(icon.group(1))
+    assert response.status_code == 200 and b"<svg" in b"".join(response.streaming_content)
