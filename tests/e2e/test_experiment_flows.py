@@ -224,6 +224,8 @@ def test_a_user_launches_cancels_resumes_and_clones_an_experiment(site_stack, br
     assert run_id in shown and len(shown) <= 2, f"shown: {shown}; in the database: {statuses(site_stack)}"
     assert all("succeeded" in text and "resume-test" in text for text in rows.all_text_contents())
     page.goto(base + "/runs/?sort=-progress")
+    width, room = page.evaluate("(wrap => [wrap.scrollWidth, wrap.clientWidth])(document.querySelector('.table-wrap'))")
+    assert width <= room, f"the run list is {width} pixels wide in a {room}-pixel window: its last columns hide"
     shoot_both_widths(page, "run-list")
     page.goto(base + "/runs/?sort=nonsense")
     assert "Cannot sort by" in page.inner_text(".messages")
