@@ -18,6 +18,10 @@ from tests.web.s3 import MotoServer
 @pytest.fixture(autouse=True)
 def web_environment(db, live_redis, settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
+    # Django's advice for test suites: a fast hasher. The site's (PBKDF2, 1,000,000 rounds) takes 0.19 s a password,
+    # and most tests make an owner and a stranger: a third of the web suite's time went to it. No test is about the
+    # hash; a sign-in still checks the password against it.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # the heartbeat thread has its own connection, which the test's open transaction would hold up: the tests
     # that need it (tests/web/test_heartbeat.py) use a transactional database and set a short beat
     settings.HEARTBEAT_SECONDS = 3600
