@@ -119,7 +119,10 @@ def test_a_run_whose_follower_drew_a_forgotten_attempt_is_reset_and_the_others_g
     assert of_run(messages, trained_run) == stored_events(trained_run)
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_follower_that_hangs_up_stops_every_runs_thread(owner_client, make_experiment, settings):
+    # committed runs, which the threads' own connections see running: each thread follows its run until the hang-up
+    # (in the test's transaction they saw no run, and one could end before it was counted: a fresh-clone CI did)
     settings.SSE_HEARTBEAT_SECONDS = 0.1
     runs = [Run.objects.create(experiment=make_experiment(name=f"quiet {index}"), seed=0, total_steps=100,
                                status=Run.Status.RUNNING) for index in range(3)]
