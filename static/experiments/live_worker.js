@@ -98,9 +98,11 @@ function follow(port, run, after) {
     runs.set(run, pages);
   }
   pages.set(port, after);
-  post(port, {open});
-  // a new run, or a page behind the stream: pages that come together (a browser restoring its tabs) open it once
-  if (streamed === null || after < streamed) reopen(Math.max(30, openedAt + 1000 - performance.now()));
+  // a new run, or a page behind the stream: pages that come together (a browser restoring its tabs) open it once.
+  // Until then the page is not live: the open stream does not carry its run (or not from where it is).
+  const behind = streamed === null || after < streamed;
+  post(port, {open: open && !behind});
+  if (behind) reopen(Math.max(30, openedAt + 1000 - performance.now()));
 }
 
 function unfollow(port, run) {
