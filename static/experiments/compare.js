@@ -187,13 +187,16 @@
     return traces;
   }
 
-  function layout(metric) {
+  // A metric that is constant (episode lengths of Pendulum, an epsilon at its end) gets a padded y range: its
+  // smoothed values differ from the raw ones by rounding, which plotly's autorange drew as steps and drops.
+  function layout(metric, traces) {
+    const flat = logInput.checked ? undefined : window.rlwebFlatRange(traces.map((trace) => trace.y));
     return {
       margin: {l: 60, r: 16, t: 8, b: 44},
       xaxis: {title: {text: data.options.x === "step" ? "env steps" : "wall time (s)"}, gridcolor: "#e7eaf0",
               zeroline: false},
       yaxis: {title: {text: metric.key}, type: logInput.checked ? "log" : "linear", gridcolor: "#e7eaf0",
-              zeroline: false},
+              zeroline: false, ...(flat ? {range: flat, autorange: false} : {autorange: true})},
       showlegend: false,  // one legend for every chart, above them; exported images get their own
       legend: {orientation: "h", x: 0, y: -0.18, yanchor: "top"},
       paper_bgcolor: "rgba(0,0,0,0)",
@@ -253,7 +256,7 @@
     chartList.querySelectorAll(".chart-card").forEach((card) => { if (!keys.has(card.dataset.metric)) card.remove(); });
     const drawn = data.metrics.map((metric) => {
       const traces = grouped() ? groupTraces(metric, weight) : runTraces(metric, weight);
-      return Plotly.react(chartFor(metric), traces, layout(metric), config(metric));
+      return Plotly.react(chartFor(metric), traces, layout(metric, traces), config(metric));
     });
     drawLegend();
     describe();
