@@ -264,3 +264,23 @@ def test_a_stream_refused_with_an_http_error_is_opened_again_and_no_point_is_los
                            "chart.data && chart.data.some((trace) => Array.from(trace.x).includes(1250)))",
                            timeout=60_000)
     context.close()
+
+
+def test_a_constant_metric_is_drawn_flat_in_a_padded_range_on_the_compare_page(site_stack, site, browser):
+    """A metric that never changes (Pendulum's episode length is always 200): its smoothed line differs from the raw
+    values by rounding, and plotly's autorange drew that as steps and drops in a band 1e-13 wide."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    site_stack.orm("""
+        from rlweb.accounts.models import SiteSettings
+        result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
+    """)  # the first sign-up of the site closed it
+    sign_up(page, site, "constant", PASSWORD)
+    points = [(10 * index, 180.0) for index in range(1, 41)]
+    run_id = site_stack.orm(f"USERNAME, POINTS = 'constant', {points!r}\n" + SITE_REDIS + MAKE_RUN)
+    page.goto(f"{site}/compare/?runs={run_id}")
+    page.wait_for_function("document.getElementById('compare-page').dataset.ready === '1'")
+    low, high = page.evaluate("Array.from(document.getElementById('chart-rollout-episode-length')._fullLayout.yaxis"
+                              ".range)")
+    assert low < 200 < high and high - low >= 100, (low, high)  # 200 = int(180.0) + 20, with room around it
+    context.close()
