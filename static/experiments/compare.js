@@ -133,11 +133,11 @@
       if (source !== liveSource || source.readyState !== EventSource.CLOSED) return;
       liveSource = null;
       streamFailures += 1;
-      setTimeout(fetchSoon, Math.min(2000 * 2 ** (streamFailures - 1), 60_000));
+      setTimeout(fetchSoon, window.rlwebRetryDelay(streamFailures));
     };
-    liveSource.addEventListener("runs", fetchSoon);
-    liveSource.addEventListener("end", () => {
-      liveSource.close();
+    source.addEventListener("runs", fetchSoon);
+    source.addEventListener("end", () => {
+      source.close();
       liveSource = null;
       fetchSoon();  // the last points and the final numbers
     });

@@ -772,7 +772,7 @@
         liveIndicator.hidden = true;
         if (closed || current.readyState !== EventSource.CLOSED) return;
         failures += 1;
-        retry = setTimeout(open, Math.min(2000 * 2 ** (failures - 1), 60_000));
+        retry = setTimeout(open, window.rlwebRetryDelay(failures));
       };
       current.addEventListener("reset", () => {
         close();

@@ -40,3 +40,10 @@ window.rlwebFlatRange = function flatRange(arrays) {
   const pad = scale > 0 ? scale / 2 : 1;
   return [low - pad, high + pad];
 };
+
+// How long a page waits before it opens a live stream again after its `failures`-th HTTP error in a row (the
+// browser gives up on an EventSource after one): 2 s, doubling up to a minute, as live_worker.js waits.
+window.rlwebRetryDelay = function retryDelay(failures) {
+  "use strict";
+  return Math.min(2000 * 2 ** (failures - 1), 60_000);
+};
