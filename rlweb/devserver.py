@@ -75,6 +75,21 @@ def say_at(message: str) -> None:
     say(f"{time.strftime('%H:%M:%S')} {message}")
 
 
+OUTPUT_LOCK = threading.Lock()
+
+
+def write_out(data: bytes) -> None:
+    """Whole lines to this terminal, one writer at a time: the children's copied lines and ours. A `print` beside
+    the copying threads could put a child's line inside one of ours ("... signup/INFO: ... 200 OK")."""
+    with OUTPUT_LOCK:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+
+
+def show(text: str) -> None:
+    write_out(f"{text}\n".encode())
+
+
 def copy_output(pipe, log_path: Path) -> None:
     """A child's output, line by line, to this terminal and to its log file (until the child's group is gone)."""
     with pipe, log_path.open("ab") as log:
@@ -82,8 +97,7 @@ def copy_output(pipe, log_path: Path) -> None:
             log.write(line)
             log.flush()
             try:
-                sys.stdout.buffer.write(line)
-                sys.stdout.flush()
+                write_out(line)
             except (OSError, ValueError):  # no terminal any more: the log file still gets it
                 pass
 
@@ -357,10 +371,10 @@ def serve(args, var: Path, env: dict) -> int:
         services.append(Service(lambda: web_server(args.host, args.port, var, env), var / "web.log"))
         url = local_url(args.host, args.port)
         wait_for_site(url, services)
-        print(f"\nrlweb is running at {url}", flush=True)
+        show(f"\nrlweb is running at {url}")
         if answers(f"{url}signup/") == 200:  # sign-up is closed (404) once the first account exists
-            print(f"First time here? Create an account at {url}signup/", flush=True)
-        print("Press Ctrl-C to stop.\n", flush=True)
+            show(f"First time here? Create an account at {url}signup/")
+        show("Press Ctrl-C to stop.\n")
         while True:  # supervise: start again whatever died, after its back-off
             now = time.monotonic()
             for service in services:
