@@ -37,14 +37,16 @@ from rlweb.experiments.models import Experiment, Run
 owner = get_user_model().objects.get(username=USERNAME)
 experiment = Experiment.objects.create(owner=owner, name="live points", algorithm="dqn", env_id="CartPole-v1",
                                        total_steps=10**7, auto_resume=False, device="cpu")
+# running with a heartbeat from the start: one left empty is stale at once, and beat (every 10 s) took the run
+# for lost while its history was written (its page then never went live: CI failures of these tests)
 run = Run.objects.create(experiment=experiment, seed=0, total_steps=10**7, status="running", attempts=1,
-                         started_at=timezone.now(), first_started_at=timezone.now())
+                         started_at=timezone.now(), first_started_at=timezone.now(), heartbeat_at=AHEAD)
 sink = RedisSink(run, batch_size=10**6, flush_seconds=10**6)
 for step, value in POINTS:
     sink.emit({"kind": "episode", "step": step, "time": step / 1000,
                "values": {"rollout/episode_return": value, "rollout/episode_length": int(value) + 20}})
 sink.flush()
-Run.objects.filter(pk=run.pk).update(heartbeat_at=AHEAD)  # after the sink's
+Run.objects.filter(pk=run.pk).update(heartbeat_at=AHEAD)  # after the sink's, which beats it now
 result = run.pk
 """
 
@@ -113,7 +115,10 @@ def test_every_live_point_is_drawn_once_through_the_append_path_with_correct_smo
     run_id = site_stack.orm(f"USERNAME, POINTS = {USERNAME!r}, {episodes(1, HISTORY)!r}\n" + SITE_REDIS + MAKE_RUN)
     page.goto(f"{site}/runs/{run_id}/")
     page.wait_for_function("document.getElementById('run-page').dataset.ready === '1'")
-    page.wait_for_selector("#live-indicator:not([hidden])", timeout=60_000)
+    try:
+        page.wait_for_selector("#live-indicator:not([hidden])", timeout=60_000)
+    except PlaywrightTimeoutError:
+        pytest.fail(f"the page is not following its run: {tab_states([page])}\n{stream_requests(site_stack)}")
     start = drawn(page)
     history = len(start["raw"]["x"])
     assert history <= 1024 and start["note"] == f"{history} of {HISTORY} points drawn"  # downsampled by the server
@@ -173,7 +178,8 @@ def test_every_live_point_is_drawn_once_through_the_append_path_with_correct_smo
 def tab_states(tabs) -> str:
     return "\n".join(str(tab.evaluate("""() => { const page = document.getElementById('run-page');
         return {url: location.pathname, ready: page.dataset.ready, following: page.dataset.following,
-                live: !document.getElementById('live-indicator').hidden, drawnSeq: page.dataset.drawnSeq}; }"""))
+                live: !document.getElementById('live-indicator').hidden, drawnSeq: page.dataset.drawnSeq,
+                status: document.getElementById('run-status').textContent.trim()}; }"""))
                      for tab in tabs)
 
 
