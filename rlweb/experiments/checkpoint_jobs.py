@@ -56,7 +56,7 @@ class CheckpointJobForm(forms.Form):
     def __init__(self, run, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.run = run
-        self.fields["checkpoint"].queryset = run.checkpoints.order_by("-step", "-id")
+        self.fields["checkpoint"].queryset = run.current_checkpoints().order_by("-step", "-id")
         self.fields["checkpoint"].label_from_instance = lambda checkpoint: f"{checkpoint.tag}, step {checkpoint.step}"
 
     def clean(self):

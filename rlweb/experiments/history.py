@@ -200,7 +200,7 @@ def run_summary(run: Run) -> dict:
 
 def checkpoint_list(run: Run) -> list[dict]:
     return [{"id": checkpoint.pk, "tag": checkpoint.tag, "step": checkpoint.step, "url": checkpoint.get_absolute_url()}
-            for checkpoint in run.checkpoints.all()]
+            for checkpoint in run.current_checkpoints()]
 
 
 def video_list(run: Run) -> list[dict]:

@@ -336,15 +336,17 @@ class RedisSink(Sink):
 
     def store_checkpoint(self, values: dict, step: int) -> int | None:
         """Copy a checkpoint the runner wrote into Django storage (one `best` and one `final` per run: the
-        new one replaces the old once it is stored). A copy that fails is reported in the event's `error`,
-        with no row and no file."""
+        new one replaces the old once it is stored; an old one that jobs were asked on stays for them, marked
+        `replaced`). A copy that fails is reported in the event's `error`, with no row and no file."""
         tag = values.get("tag") if values.get("tag") in Checkpoint.Tag.values else Checkpoint.Tag.PERIODIC
         step = int(values.get("step", step))
         name = f"step_{step}.zip" if tag == Checkpoint.Tag.PERIODIC else f"{tag}.zip"
         checkpoint = self.store(Checkpoint(run=self.run, tag=tag, step=step), values, name, "checkpoint")
         if checkpoint and tag != Checkpoint.Tag.PERIODIC:
-            with contextlib.suppress(DatabaseError):  # the database just went away: the next one replaces both
-                Checkpoint.objects.filter(run=self.run, tag=tag).exclude(pk=checkpoint.pk).delete()
+            with contextlib.suppress(DatabaseError), transaction.atomic():  # (gone: the next one replaces both)
+                older = Checkpoint.objects.filter(run=self.run, tag=tag).exclude(pk=checkpoint.pk)
+                older.filter(jobs__isnull=True).delete()
+                older.update(replaced=True)
         return checkpoint and checkpoint.pk
 
     def store_video(self, values: dict, step: int) -> int | None:

@@ -6,6 +6,7 @@ The models hold fields and small queries; every change of a run's status is in l
 
 import shutil
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -164,6 +165,26 @@ class Run(models.Model):
     def is_resumable(self) -> bool:
         return self.status in self.RESUMABLE
 
+    @staticmethod
+    def silent(prefix: str = "") -> Q:
+        """Running runs whose worker has not beaten for `HEARTBEAT_TIMEOUT` seconds (or never): the lost-run reaper
+        marks them lost (lifecycle.reap_lost_runs); until it does, pages show them lost. `prefix` names the relation
+        from another model (`runs__`)."""
+        deadline = timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT)
+        return Q(**{f"{prefix}status": Run.Status.RUNNING}) & (
+            Q(**{f"{prefix}heartbeat_at__lt": deadline}) | Q(**{f"{prefix}heartbeat_at__isnull": True}))
+
+    @property
+    def not_responding(self) -> bool:
+        """Running, but its worker went silent (`silent`): computed when shown; the reaper writes `lost` later."""
+        deadline = timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT)
+        return self.status == self.Status.RUNNING and (self.heartbeat_at is None or self.heartbeat_at < deadline)
+
+    @property
+    def shown_status(self) -> str:
+        """The status a page shows: `lost` for a run that is not responding, else its status."""
+        return self.Status.LOST if self.not_responding else self.status
+
     @property
     def attempt_seconds(self) -> float:
         """Seconds the current attempt has trained: from its claim to its end, or to now while it runs; 0
@@ -196,7 +217,11 @@ class Run(models.Model):
         return max(0.0, (self.total_steps - self.steps_done) * elapsed / done)
 
     def latest_checkpoint(self) -> "Checkpoint | None":
-        return self.checkpoints.order_by("-step", "-id").first()
+        return self.current_checkpoints().order_by("-step", "-id").first()
+
+    def current_checkpoints(self):
+        """The checkpoints the run offers: periodic ones, and its one best and one final (not those replaced)."""
+        return self.checkpoints.filter(replaced=False)
 
     def stored_seq(self) -> int:
         """The highest seq stored for the run (0: none)."""
@@ -240,6 +265,9 @@ class Checkpoint(models.Model):
     step = models.PositiveBigIntegerField()
     file = models.FileField(upload_to=checkpoint_path, max_length=500)
     created = models.DateTimeField(auto_now_add=True)
+    # a best or final checkpoint that a newer one of its tag replaced, kept (with its file) only because jobs
+    # were asked on it: they still act on the policy they were asked for, and the page lists it no more
+    replaced = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["run_id", "step", "id"]

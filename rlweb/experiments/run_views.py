@@ -22,7 +22,7 @@ def run_detail(request, run_id: int):
     run = owned_run(request, run_id)
     return render(request, "experiments/run_detail.html", {
         "run": run, "experiment": run.experiment, "hyperparameters": sorted(run.experiment.hyperparameters.items()),
-        "checkpoints": run.checkpoints.all(), "videos": history.video_list(run), "duration": duration_text(run),
+        "checkpoints": run.current_checkpoints(), "videos": history.video_list(run), "duration": duration_text(run),
         "queue_place": queues.queue_places([run]).get(run.pk), "job_form": CheckpointJobForm(run),
         **jobs_context(run)})
 

@@ -14,8 +14,9 @@ from django.core.files.base import ContentFile
 from django.urls import reverse
 from django.utils import timezone
 
-from rlweb.experiments import checkpoint_jobs
+from rlweb.experiments import checkpoint_jobs, history
 from rlweb.experiments.models import Checkpoint, CheckpointJob, Run, Video
+from rlweb.experiments.live import RedisSink
 from rlweb.experiments.tasks import checkpoint_job, train_run
 
 JSON = {"HTTP_ACCEPT": "application/json"}
@@ -147,6 +148,45 @@ def test_a_plain_form_post_gets_the_run_page_back_with_a_message(owner_client, t
     assert "Asked: a worker of the run&#x27;s queue does it" in response.content.decode()
     response = owner_client.post(reverse("run-jobs", args=[trained_run.pk]), {"kind": "evaluate"}, follow=True)
     assert "checkpoint: This field is required." in response.content.decode()
+
+
+def test_a_job_asked_on_the_final_or_best_checkpoint_acts_on_it_after_the_run_saves_a_newer_one(
+        owner_client, trained_run, final, django_capture_on_commit_callbacks, tmp_path):
+    """A run replaces its best checkpoint as it trains (and its final when it resumes): the one a job was asked on
+    is kept, with its file, for the job, and no longer offered. It was deleted with its jobs, which vanished from
+    the page (CI failures of tests/e2e/test_checkpoint_jobs.py: a job asked on "best" was gone seconds later)."""
+    ask(owner_client, trained_run, django_capture_on_commit_callbacks, checkpoint=final.pk, kind="evaluate",
+        episodes="2")
+    job = CheckpointJob.objects.get()
+
+    sink = RedisSink(trained_run)
+    agent, later = final.load_agent(), trained_run.total_steps + 100
+    for tag, step in [("best", later), ("best", later + 100), ("final", later + 100)]:
+        path = agent.save(tmp_path / f"{tag}-{step}.zip")
+        sink.emit({"kind": "checkpoint", "step": step, "time": 1.0, "values": {"path": str(path), "tag": tag,
+                                                                               "step": step}})
+    sink.close()
+
+    final.refresh_from_db()
+    assert final.replaced and final.file.storage.exists(final.file.name)
+    assert list(Checkpoint.objects.filter(run=trained_run, tag="best").values_list("step", flat=True)) == [
+        later + 100]  # a replaced one that no job was asked on goes
+    current = {checkpoint.tag: checkpoint.step for checkpoint in trained_run.current_checkpoints()
+               if checkpoint.tag != "periodic"}
+    assert current == {"best": later + 100, "final": later + 100}
+    offered = [choice.value for choice, _ in checkpoint_jobs.CheckpointJobForm(trained_run).fields["checkpoint"].choices]
+    assert final.pk not in offered and len(offered) == trained_run.current_checkpoints().count()
+    assert [item["id"] for item in history.checkpoint_list(trained_run)] == [
+        checkpoint.pk for checkpoint in trained_run.current_checkpoints()]
+    page = owner_client.get(reverse("run-jobs", args=[trained_run.pk])).content.decode()
+    assert f'data-job-id="{job.pk}"' in page and f'final <span class="muted">step {final.step}' in page
+
+    assert checkpoint_job(job.pk) == "succeeded"  # on the policy it was asked for
+    job.refresh_from_db()
+    assert job.checkpoint_id == final.pk
+    assert job.result["returns"] == final.load_agent().evaluate(episodes=2)["returns"]
+    assert ask(owner_client, trained_run, django_capture_on_commit_callbacks, checkpoint=final.pk, kind="evaluate",
+               episodes="2").status_code == 400  # a replaced checkpoint is not offered for new jobs
 
 
 def test_a_checkpoint_that_cannot_be_read_fails_its_job_with_the_reason(owner_client, trained_run, final,
