@@ -110,17 +110,17 @@ def qlearning(seeds: int) -> None:
         gym.register(env_id, entry_point="gymnasium.envs.toy_text:FrozenLakeEnv", kwargs={"is_slippery": False},
                      max_episode_steps=100)
     runs = [
-        ("FrozenLake-v1 non-slippery = 1.0", env_id, 1.0, 20_000, 1_000, 100, dict(epsilon_decay=0.999)),
+        ("FrozenLake-v1 non-slippery = 1.0", env_id, 1.0, 20_000, 1_000, 100, dict(exploration_decay=0.999)),
         # the optimal slippery policy reaches the goal about 74-82% of the time
         ("FrozenLake-v1 slippery >= 0.7", "FrozenLake-v1", 0.7, 200_000, 10_000, 200,
-         dict(epsilon_decay=0.99995, learning_rate=0.05)),
+         dict(exploration_decay=0.99995, learning_rate=0.05)),
         # gymnasium's reward_threshold, judged on 100 greedy episodes (the velocity-sign rule scores about
         # -120). Undiscounted on a 40x40 grid: epsilon decays to 0.01 over 12M steps and the learning rate
         # from 0.1 to 0.005 over 20M, so the greedy policy settles; 16 sub-envs for speed. A 20x20 grid with
         # the same schedule over 5M steps reaches -110 on 2 seeds of 3: its cells are too coarse to tell
         # apart starts near the bottom of the valley that need different swings.
         ("MountainCar-v0 >= -110 (40x40 grid)", "MountainCar-v0", -110, 20_000_000, 500_000, 100,
-         dict(gamma=1.0, epsilon_decay=decay_factor(1.0, 0.01, 12_000_000), learning_rate=0.1,
+         dict(gamma=1.0, exploration_decay=decay_factor(1.0, 0.01, 12_000_000), learning_rate=0.1,
               learning_rate_decay=decay_factor(0.1, 0.005, 20_000_000), grid_size="40", num_envs=16)),
     ]
     for name, env, threshold, budget, interval, episodes, hyperparameters in runs:

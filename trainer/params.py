@@ -72,6 +72,13 @@ ALIASES: dict[str, tuple[str, str, Any]] = {
     "lr_annealing": ("lr_schedule", BEFORE, schedule_from_annealing),
     "net_arch": ("hidden_layers", SB3, net_arch_text),
     "n_envs": ("num_envs", SB3, None),
+    "l2_coeff": ("l2_coef", BEFORE, None),
+    "ext_adv_coeff": ("ext_adv_coef", "pytorchrl", None),
+    "int_adv_coeff": ("int_adv_coef", "pytorchrl", None),
+    "epsilon_start": ("exploration_initial_eps", BEFORE, None),
+    "epsilon_min": ("exploration_final_eps", BEFORE, None),
+    "epsilon_decay": ("exploration_decay", BEFORE, None),
+    "normalize_returns": ("normalize_batch_returns", BEFORE, None),
 }
 
 

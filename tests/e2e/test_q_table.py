@@ -20,7 +20,7 @@ def test_a_tabular_run_shows_its_q_table_as_a_heatmap(site, browser):  # noqa: F
     page.fill("#id_name", "FrozenLake table")
     page.fill("#id_env_id", "FrozenLake-v1")
     for name, value in {"total_steps": "20000", "eval_interval": "5000", "eval_episodes": "20",
-                        "hp_epsilon_decay": "0.9995", "hp_learning_rate": "0.2"}.items():
+                        "hp_exploration_decay": "0.9995", "hp_learning_rate": "0.2"}.items():
         page.fill(f"#id_{name}", value)
     page.select_option("#id_device", "cpu")
     page.click("text=Create and launch")

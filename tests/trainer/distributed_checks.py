@@ -135,7 +135,7 @@ def episodes(rank: int) -> list[Episode]:
 
 
 def vpg_update(baseline: str) -> dict:
-    settings = dict(num_envs=2, baseline=baseline, normalize_returns=True, value_steps=3)
+    settings = dict(num_envs=2, baseline=baseline, normalize_batch_returns=True, value_steps=3)
     mine, reference = together("vpg", **settings), alone("vpg", **settings)
     mine.update(episodes(GROUP.rank))
     reference.update(episodes(0) + episodes(1))
@@ -143,7 +143,7 @@ def vpg_update(baseline: str) -> dict:
 
 
 def reinforce_update() -> dict:
-    settings = dict(num_envs=2, normalize_returns=True)
+    settings = dict(num_envs=2, normalize_batch_returns=True)
     mine, reference = together("reinforce", **settings), alone("reinforce", **settings)
     mine.update(episodes(GROUP.rank))
     reference.update(episodes(0) + episodes(1))

@@ -41,7 +41,7 @@ def test_centered_ranks_span_minus_half_to_half_in_the_order_of_the_returns():
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_the_update_increases_fitness_on_a_quadratic(optimizer):
     agent = trainer.make("es", "CartPole-v1", seed=0, hidden_layers="", sigma=0.05, learning_rate=0.05,
-                         optimizer=optimizer, l2_coeff=0.0, num_agents=40)
+                         optimizer=optimizer, l2_coef=0.0, num_agents=40)
     optimum = np.linspace(-1, 1, agent.theta().size)
     start = quadratic(agent.theta(), optimum)
     for _ in range(30):

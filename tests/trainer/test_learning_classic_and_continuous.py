@@ -28,7 +28,7 @@ def test_qlearning_solves_non_slippery_frozen_lake():
     if env_id not in gym.registry:
         gym.register(env_id, entry_point="gymnasium.envs.toy_text:FrozenLakeEnv", kwargs={"is_slippery": False},
                      max_episode_steps=100)
-    agent = trainer.make("qlearning", env_id, seed=0, epsilon_decay=0.999)
+    agent = trainer.make("qlearning", env_id, seed=0, exploration_decay=0.999)
     assert agent.learn(10_000, eval_episodes=10)["eval_return_mean"] == 1.0
 
 

@@ -88,7 +88,7 @@ def test_the_same_seed_gives_identical_metrics():
 
 
 def test_epsilon_decays_every_step_down_to_its_minimum():
-    agent = frozen_lake(epsilon_start=1.0, epsilon_decay=0.99, epsilon_min=0.05)
+    agent = frozen_lake(exploration_initial_eps=1.0, exploration_decay=0.99, exploration_final_eps=0.05)
     agent.learn(100, eval_episodes=0)
     assert agent.epsilon == pytest.approx(max(0.05, 0.99**100))
     agent.learn(400, eval_episodes=0)

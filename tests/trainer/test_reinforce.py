@@ -20,16 +20,16 @@ def test_the_same_seed_gives_identical_metrics():
     same_seed_gives_identical_metrics("reinforce", "CartPole-v1", TINY)
 
 
-@pytest.mark.parametrize("normalize_returns", [True, False])
-def test_the_loss_is_minus_log_prob_times_the_per_episode_reward_to_go(normalize_returns):
+@pytest.mark.parametrize("normalize_batch_returns", [True, False])
+def test_the_loss_is_minus_log_prob_times_the_per_episode_reward_to_go(normalize_batch_returns):
     agent = trainer.make("reinforce", "rlweb-test/Corridor-box-v0", seed=0, gamma=0.5,
-                         normalize_returns=normalize_returns, **TINY)
+                         normalize_batch_returns=normalize_batch_returns, **TINY)
     episodes = [Episode(np.array([[0.0], [1.0]], np.float32), np.array([1, 1]), np.array([0.0, 1.0], np.float32),
                         True, np.array([2.0])),
                 Episode(np.array([[0.0]], np.float32), np.array([0]), np.array([2.0], np.float32), False,
                         np.array([0.0]))]
     returns = torch.tensor([0.5, 1.0, 2.0])  # reward-to-go within each episode, nothing across their boundary
-    if normalize_returns:
+    if normalize_batch_returns:
         returns = (returns - returns.mean()) / (returns.std() + 1e-8)
     with torch.no_grad():
         log_probs = agent.network.distribution(torch.tensor([[0.0], [1.0], [0.0]])).log_prob(torch.tensor([1, 1, 0]))

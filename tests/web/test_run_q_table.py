@@ -17,7 +17,7 @@ def trained_run(make_experiment, **fields) -> Run:
 @pytest.fixture
 def frozen_lake_run(make_experiment) -> Run:
     return trained_run(make_experiment, algorithm="qlearning", env_id="FrozenLake-v1", total_steps=2000,
-                       hyperparameters={"epsilon_decay": 0.999})
+                       hyperparameters={"exploration_decay": 0.999})
 
 
 def test_frozen_lake_is_drawn_in_the_shape_of_its_map(owner_client, frozen_lake_run):

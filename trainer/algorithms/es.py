@@ -43,7 +43,7 @@ class ESConfig:
                                  live=True)
     optimizer: str = param("adam", "adam (the OpenAI starter), or sgd (rlib's plain update).",
                            choices=("adam", "sgd"))
-    l2_coeff: float = param(0.005, "L2 penalty on the parameters, added to the update.", low=0)
+    l2_coef: float = param(0.005, "L2 penalty on the parameters, added to the update.", low=0)
     fitness_shaping: str = param("centered_ranks", "centered_ranks (ranks scaled to [-0.5, 0.5]) or none (raw "
                                                    "returns).", choices=("centered_ranks", "none"))
     episodes_per_candidate: int = param(1, "Episodes each candidate plays; its fitness is their mean return.",
@@ -205,9 +205,9 @@ class EvolutionStrategies(Agent):
         self.policy = Policy(self.observation_space, self.action_space, parse_hidden_layers(c.hidden_layers))
         self.policy.to(self.device)
         if c.optimizer == "adam":
-            self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=c.learning_rate, weight_decay=c.l2_coeff)
+            self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=c.learning_rate, weight_decay=c.l2_coef)
         else:
-            self.optimizer = torch.optim.SGD(self.policy.parameters(), lr=c.learning_rate, weight_decay=c.l2_coeff)
+            self.optimizer = torch.optim.SGD(self.policy.parameters(), lr=c.learning_rate, weight_decay=c.l2_coef)
         self.modules = {"policy": self.policy}
         self.optimizers = {"optimizer": self.optimizer}
         self.normalize = c.normalize_observations and isinstance(self.observation_space, spaces.Box) \

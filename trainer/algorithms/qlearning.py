@@ -37,10 +37,13 @@ class QLearningConfig:
                                             "epsilon (1 keeps it constant); a small final rate stops a coarse grid's "
                                             "greedy policy from flipping.", low=0, low_inclusive=False, high=1)
     learning_rate_min: float = param(0.0, "The learning rate never decays below this.", low=0, high=1, live=True)
-    epsilon_start: float = param(1.0, "Exploration probability at the start (rlib: epsilon_greedy).", low=0, high=1)
-    epsilon_decay: float = param(0.9999, "Epsilon is multiplied by this after every env step.", low=0, high=1,
-                                  live=True)
-    epsilon_min: float = param(0.01, "Epsilon never decays below this.", low=0, high=1, live=True)
+    # epsilon's schedule, named as the DQN family's; it decays multiplicatively (exploration_decay), not linearly
+    # over a fraction of the run (the DQN family's exploration_fraction)
+    exploration_initial_eps: float = param(1.0, "Epsilon, the exploration probability, at the start (rlib: "
+                                                "epsilon_greedy).", low=0, high=1)
+    exploration_decay: float = param(0.9999, "Epsilon is multiplied by this after every env step.", low=0, high=1,
+                                     live=True)
+    exploration_final_eps: float = param(0.01, "Epsilon never decays below this.", low=0, high=1, live=True)
     grid_size: str = param("20", "Bins per Box observation dimension: one number, or one per dimension "
                                  "(e.g. 1,1,12,12).")
     low: str = param("", "Lower grid bounds for Box observations, comma-separated (one, or one per "
@@ -62,8 +65,8 @@ class QLearningConfig:
                 _numbers(getattr(self, name), float)
             except ValueError:
                 errors[name] = "must be numbers separated by commas, or empty"
-        if self.epsilon_min > self.epsilon_start:
-            errors["epsilon_min"] = "must not exceed epsilon_start"
+        if self.exploration_final_eps > self.exploration_initial_eps:
+            errors["exploration_final_eps"] = "must not exceed exploration_initial_eps"
         if self.learning_rate_min > self.learning_rate:
             errors["learning_rate_min"] = "must not exceed learning_rate"
         return errors
@@ -192,7 +195,7 @@ class QLearning(Agent):
         # shares memory with the tensor the checkpoint saves (none for a shape-only agent on the meta device)
         self.table = None if self.q.table.is_meta else self.q.table.numpy()
         self.modules = {"q_table": self.q}
-        self.epsilon = c.epsilon_start
+        self.epsilon = c.exploration_initial_eps
         self.learning_rate = c.learning_rate  # decays every env step, as epsilon does
 
     def live_changed(self, names: set[str]) -> None:
@@ -288,7 +291,7 @@ class QLearning(Agent):
                 td_errors = self.update(states, actions, rewards.astype(np.float64), real_next,
                                         terminated.astype(np.float64))
                 states = next_states
-                self.epsilon = max(c.epsilon_min, self.epsilon * c.epsilon_decay ** c.num_envs)
+                self.epsilon = max(c.exploration_final_eps, self.epsilon * c.exploration_decay ** c.num_envs)
                 self.learning_rate = max(c.learning_rate_min, self.learning_rate * c.learning_rate_decay ** c.num_envs)
 
                 episode_returns += rewards
@@ -305,7 +308,7 @@ class QLearning(Agent):
         return {"epsilon": self.epsilon, "learning_rate": self.learning_rate}
 
     def load_extra_state(self, state: dict) -> None:
-        self.epsilon = float(state.get("epsilon", self.config.epsilon_start))
+        self.epsilon = float(state.get("epsilon", self.config.exploration_initial_eps))
         self.learning_rate = float(state.get("learning_rate", self.config.learning_rate))
 
 

@@ -36,8 +36,9 @@ class ReinforceConfig:
     episodes_per_batch: int = param(8, "Finished episodes per update.", low=1, high=10_000)
     gamma: float = param(0.99, "Discount factor.", low=0, high=1)
     learning_rate: float = param(3e-3, "Adam learning rate.", low=0, low_inclusive=False, high=1, live=True)
-    # (G - mean) / std over the batch: the variance trick of pytorch/examples#386; a flag, as in #971
-    normalize_returns: bool = param(True, "Normalise the returns of each batch to zero mean, unit variance.")
+    # (G - mean) / std over the batch: the variance trick of pytorch/examples#386; a flag, as in #971. Not the
+    # others' normalize_rewards, which divides each reward by a running std of the discounted return
+    normalize_batch_returns: bool = param(True, "Normalise the returns of each batch to zero mean, unit variance.")
     max_grad_norm: float = param(0.0, "Clip the gradient norm to this (0 turns clipping off).", low=0, live=True)
     hidden_layers: str = param("64,64", "Hidden layer sizes of the policy, comma-separated.")
     activation: str = param("tanh", "Hidden layer activation.", choices=("tanh", "relu"))
@@ -80,7 +81,7 @@ class Reinforce(PolicyGradientAgent):
         # reward-to-go of each episode on its own: nothing flows across an episode end
         returns = torch.as_tensor(np.concatenate([discounted_returns(e.rewards, c.gamma) for e in episodes]),
                                   device=self.device)
-        if c.normalize_returns:  # over the whole batch, every process's episodes
+        if c.normalize_batch_returns:  # over the whole batch, every process's episodes
             returns = self.group.normalized(returns)
         distribution = self.network.distribution(obs)
         loss = -(distribution.log_prob(actions) * returns).mean()

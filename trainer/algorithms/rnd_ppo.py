@@ -2,15 +2,16 @@
 
 Burda et al. 2018, "Exploration by Random Network Distillation", https://arxiv.org/abs/1810.12894;
 details from CleanRL's ppo_rnd_envpool.py and the pitfalls in docs/algorithms.md (PPO + RND). Option names
-follow pytorchrl's RND_PPO (`gamma_intrinsic`, `ext_adv_coeff`, `int_adv_coeff`, `predictor_proportion`,
-`pre_normalization_steps`, `pre_normalization_length`).
+follow pytorchrl's RND_PPO (`gamma_intrinsic`, `predictor_proportion`, `pre_normalization_steps`,
+`pre_normalization_length`; its `ext_adv_coeff` and `int_adv_coeff` are accepted for our `ext_adv_coef` and
+`int_adv_coef`, spelt as every other coefficient here).
 
 A fixed, random target network f and a trained predictor g see the next observation, normalised by
 their own running mean/std and clipped to [-5, 5] (not the policy's normalisation). Then
 
     r_int  = ||g(s') - f(s')||^2 / std(discounted intrinsic return)   (the squared error, its scale tracked
                                                                       by a never-reset forward filter)
-    A      = ext_adv_coeff * A_ext + int_adv_coeff * A_int            (two value heads, two GAEs)
+    A      = ext_adv_coef * A_ext + int_adv_coef * A_int              (two value heads, two GAEs)
 
 where the extrinsic return is episodic (and bootstrapped at truncations) and the intrinsic one is not:
 it flows across episode ends with its own discount. The predictor learns on a random
@@ -48,8 +49,8 @@ class RNDPPOConfig(PPOConfig):
 
     gamma: float = param(0.999, "Discount factor of the extrinsic return.", low=0, high=1)
     gamma_intrinsic: float = param(0.99, "Discount factor of the intrinsic (exploration) return.", low=0, high=1)
-    ext_adv_coeff: float = param(2.0, "Weight of the extrinsic advantage.", low=0, high=100)
-    int_adv_coeff: float = param(1.0, "Weight of the intrinsic advantage.", low=0, high=100)
+    ext_adv_coef: float = param(2.0, "Weight of the extrinsic advantage.", low=0, high=100)
+    int_adv_coef: float = param(1.0, "Weight of the intrinsic advantage.", low=0, high=100)
     predictor_proportion: float = param(0.25, "Fraction of each minibatch the RND predictor learns from.", low=0,
                                         low_inclusive=False, high=1)
     # random-action warm-up of the RND observation statistics: steps x length vector steps (counted as env steps)
@@ -177,7 +178,7 @@ class RNDPPO(PPO):
                 break
             distribution, values = self.network(batch.obs)
             log_probs = distribution.log_prob(batch.actions)
-            # ext_adv_coeff * A_ext + int_adv_coeff * A_int, normalised per minibatch if asked
+            # ext_adv_coef * A_ext + int_adv_coef * A_int, normalised per minibatch if asked
             policy_loss, log_ratio = clipped_surrogate_loss(log_probs, batch.log_probs, batch.advantages, clip_range)
             vf_clip = c.value_clip_range if c.clip_value_loss else None
             ext_value_loss = value_loss(values[:, 0], batch.values, batch.returns, vf_clip)
@@ -234,7 +235,7 @@ class RNDPPO(PPO):
                 int_advantages, buffer.int_returns = generalized_advantages(
                     buffer.int_rewards, buffer.int_values, next_int_values, no_ends, no_ends,
                     c.gamma_intrinsic, c.gae_lambda)
-                buffer.advantages = c.ext_adv_coeff * ext_advantages + c.int_adv_coeff * int_advantages
+                buffer.advantages = c.ext_adv_coef * ext_advantages + c.int_adv_coef * int_advantages
                 runner.record(self.update(buffer, runner.progress, runner.should_stop))
                 if not keep_going:
                     return

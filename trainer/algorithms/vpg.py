@@ -36,8 +36,8 @@ class VPGConfig(ReinforceConfig):
     critic_learning_rate: float = param(1e-2, "Adam learning rate of the value function.", low=0,
                                        low_inclusive=False, high=1, live=True)
     value_steps: int = param(5, "Gradient steps on the value function per batch.", low=1, high=1_000)
-    normalize_returns: bool = param(False, "Normalise the returns of each batch before the baseline (the value "
-                                           "function then learns normalised returns).")
+    normalize_batch_returns: bool = param(False, "Normalise the returns of each batch before the baseline (the "
+                                                 "value function then learns normalised returns).")
     normalize_advantage: bool = param(True, "Normalise the advantages of each batch.")
 
 
@@ -69,7 +69,7 @@ class VPG(Reinforce):
         c = self.config
         obs, actions = self.batch(episodes)
         returns = torch.as_tensor(self.returns(episodes), device=self.device)
-        if c.normalize_returns:  # over the whole batch, every process's episodes
+        if c.normalize_batch_returns:  # over the whole batch, every process's episodes
             returns = self.group.normalized(returns)
         distribution = self.network.distribution(obs)
         if c.baseline == "value":
