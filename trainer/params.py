@@ -15,7 +15,7 @@ from typing import Any
 
 MAX_MAGNITUDE = 10**12  # the largest number any hyperparameter takes, whatever its own bounds
 
-BEFORE = "rlweb before 2026-11"  # our own earlier spelling: stored experiments and old checkpoints use it
+BEFORE = "rlweb's earlier name"  # our own earlier spelling: stored experiments and old checkpoints use it
 SB3 = "stable-baselines3"
 
 
