@@ -109,6 +109,21 @@ def sign_up(page, url: str, username: str, password: str) -> None:
     page.wait_for_url(url + "/")
 
 
+def charts_fit(page) -> None:
+    """Wait until every chart plotly drew has its box's width (after the window changed size, plotly redraws
+    a responsive chart at its next resize event, and the run page's on its next draw) and the browser has
+    painted: what a screenshot of a narrow page waits for."""
+    page.wait_for_function("""() => [...document.querySelectorAll('.js-plotly-plot')].every((chart) =>
+        !chart._fullLayout || !chart.offsetParent
+        || Math.abs(chart._fullLayout.width - chart.getBoundingClientRect().width) < 2)""")
+    painted(page)
+
+
+def painted(page) -> None:
+    """Wait for two animation frames: the layout and paint of what the page just changed are done."""
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
 def launch_experiment(page, url: str, name: str, fields: dict) -> None:
     """Fill in the new-experiment form (`fields`: form field -> value, on the CPU), launch it and open its run."""
     page.goto(url + "/experiments/new/")

@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-from tests.e2e.stack import SCREENSHOTS
+from tests.e2e.stack import SCREENSHOTS, charts_fit
 
 pytestmark = pytest.mark.e2e
 
@@ -121,7 +121,7 @@ def test_a_user_trains_dqn_from_the_browser_and_downloads_the_checkpoint(site, b
     page.set_viewport_size({"width": 390, "height": 844})
     page.reload()
     page.wait_for_function(f"{raw_points(CHART)} > 0")
-    page.wait_for_timeout(500)  # plotly resizes to the narrow page
+    charts_fit(page)  # plotly draws to the narrow page
     page.screenshot(path=str(SCREENSHOTS / "run-page-narrow.png"), full_page=True)
 
     assert not browser_errors

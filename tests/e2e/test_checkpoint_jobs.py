@@ -7,6 +7,7 @@ run-checkpoint-job-cancel.png."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
@@ -26,6 +27,13 @@ def job_rows(page) -> list[dict]:
         status: item.dataset.status, checkpoint: item.querySelector(".job-checkpoint").textContent.trim(),
         job: item.querySelector(".job-kind").textContent.trim(),
         result: item.querySelector(".job-result").textContent.trim()}))""")
+
+
+def wait_until(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {seconds} s"
+        time.sleep(0.2)
 
 
 def test_a_checkpoint_is_evaluated_and_filmed_from_the_run_page(site, browser):
@@ -92,6 +100,7 @@ def test_a_job_waiting_behind_its_training_run_is_cancelled_from_the_page(site_s
     sign_up(page, site, "canceller", PASSWORD)
     launch_experiment(page, site, "Cancel a job", {**TRAINING, "total_steps": "200000", "checkpoint_interval": "500"})
     page.wait_for_selector("#checkpoint-job-form:not([hidden])", timeout=240_000)  # the first checkpoint, live
+    jobs_url = page.get_attribute("#run-page", "data-jobs-url")
     page.fill("#id_episodes", "5")
     page.click("#checkpoint-job-form button[type=submit]")
     page.wait_for_selector("#checkpoint-jobs li[data-status=queued] form.job-cancel button")
@@ -107,7 +116,10 @@ def test_a_job_waiting_behind_its_training_run_is_cancelled_from_the_page(site_s
     # the page polls the list every 2 s while jobs wait, but leaves it in place while nothing in it changed:
     # a list replaced under the pointer swallowed a click on its Cancel button (a CI failure)
     page.evaluate("window.shownJobList = document.getElementById('checkpoint-jobs')")
-    page.wait_for_timeout(4500)
+    for _ in range(3):  # three more polls, each answered and taken in before the next is sent
+        with page.expect_response(lambda response: response.url.endswith(jobs_url) and response.request.method == "GET",
+                                  timeout=30_000):
+            pass
     assert page.evaluate("window.shownJobList.isConnected")
     page.click("#checkpoint-jobs li[data-status=queued] form.job-cancel button")  # the newest: the video
     page.wait_for_selector("#checkpoint-jobs li[data-status=cancelled]")
@@ -126,7 +138,9 @@ def test_a_job_waiting_behind_its_training_run_is_cancelled_from_the_page(site_s
     page.click("#cancel-form button[type=submit]")  # the run ends; its worker is free for the revoked message
     page.wait_for_function("document.getElementById('run-status').textContent.trim() === 'cancelled'",
                            timeout=120_000)
-    page.wait_for_timeout(3000)
+    worker_log = site_stack.var / "worker.log"
+    wait_until(lambda: len(re.findall(r"Discarding revoked task: rlweb\.checkpoint_job|is not queued any more: skipping",
+                                      worker_log.read_text())) >= 2, 120, "the worker did not skip both jobs' messages")
     page.reload()
     assert [row["status"] for row in job_rows(page)] == ["cancelled", "cancelled"]
     assert not errors

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.stack import REPO, SCREENSHOTS
+from tests.e2e.stack import REPO, SCREENSHOTS, charts_fit, painted
 
 pytestmark = pytest.mark.e2e
 
@@ -124,15 +124,18 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(demo
     assert fills == 3
 
     # the band: standard deviation, then min to max
-    def band_width():  # summed over every group: each band is a lower trace, then its upper one filled to it
-        return page.evaluate(f"""{RETURN_CHART}.data.reduce((sum, trace, i, data) => trace.fill !== 'tonexty' ? sum
-            : sum + trace.y.reduce((width, value, j) => width + value - data[i - 1].y[j], 0), 0)""")
+    # summed over every group: each band is a lower trace, then its upper one filled to it
+    summed_width = f"""{RETURN_CHART}.data.reduce((sum, trace, i, data) => trace.fill !== 'tonexty' ? sum
+        : sum + trace.y.reduce((width, value, j) => width + value - data[i - 1].y[j], 0), 0)"""
+
+    def band_width():
+        return page.evaluate(summed_width)
     set_smoothing(page, 0)
     std_width = band_width()
     page.select_option("#band", "minmax")
     page.wait_for_function("new URLSearchParams(location.search).get('band') === 'minmax'")
     page.wait_for_function(f"{RETURN_CHART}.data.some((t) => t.fill === 'tonexty')")
-    page.wait_for_timeout(1_000)
+    page.wait_for_function(f"Math.abs(({summed_width}) - {std_width!r}) > 1e-6 * Math.abs({std_width!r})")  # redrawn
     assert band_width() > 0 and band_width() != pytest.approx(std_width)
 
     # smoothing changes the drawn means, the log scale the axis; both stay in the URL across a reload
@@ -203,10 +206,10 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(demo
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.uncheck("#show-all-settings")
     page.mouse.move(0, 0)  # no chart toolbar in the picture (it fades out)
-    page.wait_for_timeout(800)
+    page.wait_for_function("[...document.querySelectorAll('.modebar')].every((bar) => getComputedStyle(bar).opacity === '0')")
     page.screenshot(path=str(SCREENSHOTS / "compare.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
-    page.wait_for_timeout(800)  # plotly resizes to the narrow page
+    charts_fit(page)  # plotly resizes to the narrow page
     page.screenshot(path=str(SCREENSHOTS / "compare-narrow.png"), full_page=True)
 
     assert not errors, errors

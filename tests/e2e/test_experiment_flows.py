@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.e2e.stack import SCREENSHOTS, sign_up
+from tests.e2e.stack import SCREENSHOTS, painted, sign_up
 
 pytestmark = pytest.mark.e2e
 
@@ -107,7 +107,7 @@ def shoot_both_widths(page, name: str) -> None:
     page.set_viewport_size({"width": 1280, "height": 800})
     shoot(page, name)
     page.set_viewport_size({"width": 390, "height": 844})
-    page.wait_for_timeout(200)
+    painted(page)
     shoot(page, f"{name}-narrow")
     page.set_viewport_size({"width": 1280, "height": 800})
 

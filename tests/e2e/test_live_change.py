@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.stack import SCREENSHOTS, launch_experiment, sign_up
+from tests.e2e.stack import SCREENSHOTS, launch_experiment, painted, sign_up
 
 pytestmark = pytest.mark.e2e
 
@@ -63,11 +63,14 @@ def test_the_learning_rate_of_a_running_run_changes_from_its_page(site, browser)
     page.wait_for_selector("#log-list li.log-hyperparameters")
     page.wait_for_function(f"{marks(RETURNS)}.includes({step})")
     assert page.input_value("#id_hp_learning_rate") == "0.0005"
-    page.wait_for_timeout(3_000)  # a few more points after the mark
-    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")  # live points redraw the charts on screen
-    page.wait_for_timeout(1_000)
+    page.wait_for_function(  # a few more points after the mark
+        f"{RETURNS}.data.some((trace) => trace.name === 'raw' && Array.from(trace.x).filter((x) => x > {step}).length >= 3)",
+        timeout=60_000)
+    for index in range(charts.count()):  # each chart drawn (on screen) with the points so far
+        charts.nth(index).scroll_into_view_if_needed()
+        page.wait_for_function(f"document.querySelectorAll('.chart')[{index}]._fullLayout !== undefined")
     page.evaluate("window.scrollTo(0, 0)")
-    page.wait_for_timeout(1_000)
+    painted(page)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "run-live-change.png"), full_page=True)
     assert not errors

@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-from tests.e2e.stack import SCREENSHOTS, launch_experiment, sign_up
+from tests.e2e.stack import SCREENSHOTS, charts_fit, launch_experiment, sign_up
 
 pytestmark = pytest.mark.e2e
 
@@ -140,7 +140,7 @@ def test_the_run_page_follows_a_run_live_and_its_controls_work(site, browser, tm
     page.set_viewport_size({"width": 390, "height": 844})
     page.reload()
     page.wait_for_function("document.getElementById('run-page')?.dataset.ready === '1'")
-    page.wait_for_timeout(500)  # plotly resizes to the narrow page
+    charts_fit(page)  # plotly draws to the narrow page
     page.screenshot(path=str(SCREENSHOTS / "run-page-narrow.png"), full_page=True)
     assert not errors
     context.close()

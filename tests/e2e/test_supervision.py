@@ -167,7 +167,10 @@ def test_redis_killed_with_sigkill_under_a_training_run_comes_back_with_its_data
              and state["steps_done"] > 0, 180, "the long run did not start training", site.var)
     worker, web, server = pid_of(site.var, "worker"), pid_of(site.var, "uvicorn"), pid_of(site.var, "redis-server")
     assert redis(site.var, b"SET written-before-the-kill yes") == b"+OK\r\n"
-    time.sleep(2)  # the append-only file is synced every second
+    # in the append-only file (the write a SIGKILL cannot undo; the disk's fsync every second is for power cuts)
+    wait_for(lambda: any(b"written-before-the-kill" in path.read_bytes()
+                         for path in (site.var / "redis").rglob("*.aof*") if path.is_file()),
+             30, "the key did not reach the append-only file", site.var)
     killed = time.monotonic()
     os.kill(server, signal.SIGKILL)
     assert status_of(site.url + "/login/") == 200  # a page that does not need Redis answers during the outage
