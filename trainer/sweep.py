@@ -88,6 +88,15 @@ def parse_dimension(algorithm: str, text: str) -> Dimension:
     return Dimension(name, param.type, choices=choices)
 
 
+def value_so_far(evaluations: list[float], objective: str) -> float:
+    """What a trial reports to its pruner after each evaluation: the objective over the evaluations so far; for
+    steps-to-threshold (the web's sweeps), which has no value before the end, the latest return made negative
+    (a lower return is worse)."""
+    if objective == "threshold":
+        return -evaluations[-1]
+    return objective_value(evaluations, objective)
+
+
 def objective_value(evaluations: list[float], objective: str) -> float:
     """The trial's value from its evaluations' mean returns, in order: final, best, or last-N (their mean)."""
     if not evaluations:
@@ -133,26 +142,48 @@ class SweepConfig:
 
 
 class PruningSink(Sink):
-    """Reports the trial's value so far (the objective over the evaluations made: for last-3, the mean of the
-    last three, which is steadier than one evaluation) after each evaluation, and stops the run once the pruner
-    says so."""
+    """Reports the trial's value so far (`value_so_far`: for last-3, the mean of the last three evaluations, which
+    is steadier than one) after each evaluation, and stops the run once the pruner says so: `pruned_at` is the
+    step, `reason` says why, and the run ends as `ends_as`. The one pruning sink of both sweeps: the command
+    line's hands it the trial `study.optimize` gives; the web's (rlweb/sweeps/study.py) watches a worker's sink
+    with it, reopening the trial at each evaluation (`trial_for`). `evaluations`: those made before (a resumed
+    run's). Only the first seed of a trial reports (`prune`); the last evaluation decides nothing."""
 
-    def __init__(self, trial, prune: bool, total_steps: int, objective: str = "final"):
+    ends_as = "pruned"
+
+    def __init__(self, trial, prune: bool, total_steps: int, objective: str = "final", evaluations=()):
         self.trial, self.prune, self.total_steps, self.objective = trial, prune, total_steps, objective
-        self.evaluations: list[float] = []
+        self.evaluations: list[float] = [float(value) for value in evaluations]
         self.step = 0
         self.pruned_at: int | None = None
+        self.reason = ""
 
     def emit(self, event: dict) -> None:
         self.step = max(self.step, int(event.get("step", 0)))
-        if event["kind"] != "eval" or "eval/return_mean" not in event["values"]:
+        value = (event.get("values") or {}).get("eval/return_mean")
+        if event["kind"] != "eval" or not isinstance(value, (int, float)):
             return
-        value = float(event["values"]["eval/return_mean"])
-        self.evaluations.append(value)
-        if self.prune and math.isfinite(value) and self.step < self.total_steps:  # the last one decides nothing
-            self.trial.report(objective_value(self.evaluations, self.objective), self.step)
-            if self.pruned_at is None and self.trial.should_prune():
-                self.pruned_at = self.step
+        self.evaluations.append(float(value))
+        step = int(event["step"])
+        if self.prune and self.pruned_at is None and math.isfinite(value) and step < self.total_steps:
+            self.ask_pruner(step)
+
+    def trial_for(self, step: int):
+        """The Optuna trial to report to (a subclass may open it anew each time)."""
+        return self.trial
+
+    def ask_pruner(self, step: int) -> None:
+        trial = self.trial_for(step)
+        value = value_so_far(self.evaluations, self.objective)
+        trial.report(value, step)
+        if trial.should_prune():
+            self.prune_at(step, self.why(step, value))
+
+    def why(self, step: int, value: float) -> str:
+        return f"pruned at step {step:,}: value so far {value:.2f}"
+
+    def prune_at(self, step: int, reason: str) -> None:
+        self.pruned_at, self.reason = step, reason
 
     def should_stop(self) -> bool:
         return self.pruned_at is not None
@@ -177,7 +208,7 @@ def run_trial(trial, config: SweepConfig) -> float:
         trial.set_user_attr("steps", steps)
         if sink.pruned_at is not None:
             trial.set_user_attr("pruned_at", sink.pruned_at)
-            raise optuna.TrialPruned(f"pruned at step {sink.pruned_at}")
+            raise optuna.TrialPruned(sink.reason)
         value = objective_value(sink.evaluations, config.objective)
         if not math.isfinite(value):
             raise ValueError(f"the evaluation returned {value}")
@@ -249,14 +280,16 @@ def median_pruner(n_startup_trials: int, n_warmup_steps: int):
     import optuna
 
     class MedianPruner(optuna.pruners.MedianPruner):
+        startup_trials, warmup_steps = n_startup_trials, n_warmup_steps  # ours: Optuna keeps its own private
+
         def prune(self, study, trial) -> bool:
             if super().prune(study, trial):
                 return True
             step = trial.last_step
-            if step is None or step < self._n_warmup_steps:
+            if step is None or step < self.warmup_steps:
                 return False
             finished = finished_trials(study)  # read once: with the database's storage, a query
-            if len(finished) < self._n_startup_trials:
+            if len(finished) < self.startup_trials:
                 return False
             best = max(value for at, value in trial.intermediate_values.items() if at <= step)
             return at_the_floor(best, finished_values_at(finished, step))

@@ -56,9 +56,9 @@ def test_a_wrong_search_space_is_a_config_error_naming_the_hyperparameter(text, 
 
 def test_the_median_pruner_waits_for_finished_trials_and_for_a_third_of_the_run_by_default(tmp_path):
     pruner = sweep.make_pruner(config(tmp_path, [], pruner="median", total_steps=90_000))
-    assert (pruner._n_startup_trials, pruner._n_warmup_steps) == (5, 30_000)
+    assert (pruner.startup_trials, pruner.warmup_steps) == (5, 30_000)
     pruner = sweep.make_pruner(config(tmp_path, [], pruner="median", startup_trials=2, warmup_steps=0))
-    assert (pruner._n_startup_trials, pruner._n_warmup_steps) == (2, 0)
+    assert (pruner.startup_trials, pruner.warmup_steps) == (2, 0)
 
 
 def test_each_process_of_a_sweep_draws_its_own_samples(tmp_path):
