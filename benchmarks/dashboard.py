@@ -109,8 +109,8 @@ def make_run(user, name: str, total_steps: int, status: str = "running"):
 
 def fill(run, events: int, batch: int = 20_000, verbose: bool = True) -> float:
     """`events` episode, train and eval events each, written through RedisSink.flush (the summary too)."""
-    from rlweb.experiments.live import RedisSink
     from rlweb.experiments.models import Event
+    from rlweb.experiments.sink import RedisSink
 
     sink = RedisSink(run, batch_size=10**9, flush_seconds=10**9)
     noise = random.Random(0)
@@ -172,7 +172,7 @@ RECORD_DRAWN = """() => { window.drawnAt = {}; window.receivedAt = {}; window.dr
 
 
 def beat(runs: list) -> None:
-    """The live runs' heartbeat, as their worker's would be: else the lost-run sweep takes them after 30 s."""
+    """The live runs' heartbeat, as their worker's would be: else the lost-run reaper takes them after 30 s."""
     from django.utils import timezone
 
     from rlweb.experiments.models import Run
@@ -242,7 +242,7 @@ def live_latencies(context, runs: list, urls: list[str], seconds: float, rate: f
     """Open a tab per run, emit `rate` events/s to each run for `seconds` (steps from `first_step` on), and return
     the latencies (ms) of the events whose tabs follow and draw, with the arrival and draw times, the stalled tabs
     and the hidden tabs that missed events."""
-    from rlweb.experiments.live import RedisSink
+    from rlweb.experiments.sink import RedisSink
 
     pages, stalled = open_live_pages(context, urls, runs, hidden_tabs=hidden_tabs)
     followed = [index for index, url in enumerate(urls) if url not in stalled]

@@ -67,8 +67,8 @@ def event(index: int, noise: random.Random) -> dict:
 def report_events(run_id: int, rate: float, seconds: float, out: Path) -> None:
     """One worker: once every worker is ready, emit at `rate` from the wall time in the file `start` for `seconds`, then finish and close the sink.
     Writes the emitted count and every event's lag from emit to stored (seconds) to `out`."""
-    from rlweb.experiments.live import RedisSink
     from rlweb.experiments.models import Run
+    from rlweb.experiments.sink import RedisSink
 
     sink = RedisSink(Run.objects.get(pk=run_id))
     noise = random.Random(run_id)
@@ -144,7 +144,7 @@ def make_runs(count: int) -> list:
 
 
 def redis_figures(client, runs: list) -> dict:
-    from rlweb.experiments.live import stream_key
+    from rlweb.experiments.redis_keys import stream_key
 
     keys = [stream_key(run.pk) for run in runs]
     pipeline = client.pipeline(transaction=False)
@@ -239,7 +239,7 @@ def main(argv: list[str]) -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from rlweb.experiments.live import redis_client
+    from rlweb.experiments.redis_keys import redis_client
     from rlweb.experiments.models import Event, MetricBucket
 
     call_command("migrate", verbosity=0)

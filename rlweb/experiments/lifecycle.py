@@ -10,7 +10,7 @@ running run, the attempt it belongs to), so of two processes racing for a run (a
 resume and a delete, two sweeps) exactly one wins and the other sees that it lost. Cancel sets the
 `stop_requested` column whatever the state; the Redis stop key is only its fast path.
 
-Layers point one way: views call this module; it changes the models, streams through live.py and sends
+Layers point one way: views call this module; it changes the models, streams through sink.py and sends
 the training task by name; tasks.py (the worker's side of Celery) calls back into it. Models queue nothing.
 """
 
@@ -37,8 +37,8 @@ from kombu.exceptions import OperationalError
 from trainer.events import make_event
 
 from rlweb.celery import app
-from rlweb.experiments import history, live
-from rlweb.experiments.live import RedisSink
+from rlweb.experiments import history, redis_keys
+from rlweb.experiments.sink import RedisSink
 from rlweb.experiments.models import Checkpoint, Experiment, Run
 
 logger = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ def claim(run_id: int, worker: str = "") -> tuple[Run, Checkpoint | None] | None
         forget_dead_attempt(run, checkpoint)  # again: a lost run's worker may have gone on reporting
     if resuming:  # a stop key left from before the resume (Redis was down then) would stop it at once
         try:  # a cancel pressed since is in the database: the heartbeat passes it on
-            live.redis_client().delete(live.stop_key(run.pk))
+            redis_keys.redis_client().delete(redis_keys.stop_key(run.pk))
         except redis.RedisError as error:
             logger.warning("run %s: cannot clear an old stop key (%s)", run.pk, error)
     return run, checkpoint
@@ -142,7 +142,7 @@ def forget_dead_attempt(run: Run, checkpoint: Checkpoint | None) -> None:
 def streamed_seq(run_id: int) -> int:
     """The seq of the last event in the run's live stream (0: none, or Redis unreachable)."""
     try:
-        last = live.redis_client().xrevrange(live.stream_key(run_id), count=1)
+        last = redis_keys.redis_client().xrevrange(redis_keys.stream_key(run_id), count=1)
     except redis.RedisError:
         return 0
     return int(last[0][0].split("-")[0]) if last else 0
@@ -400,7 +400,7 @@ def resume(run: Run, automatic: bool = False) -> bool:
         run.refresh_from_db()
         forget_dead_attempt(run, run.latest_checkpoint())
         try:  # the stop flag of the cancel it comes back from, and the old stream (the dead attempt's events)
-            live.redis_client().delete(live.stop_key(run.pk), live.stream_key(run.pk))
+            redis_keys.redis_client().delete(redis_keys.stop_key(run.pk), redis_keys.stream_key(run.pk))
         except redis.RedisError as error:
             logger.warning("run %s: cannot clear its stop flag and stream (%s)", run.pk, error)
         enqueue(run)
@@ -426,7 +426,7 @@ def cancel(run: Run) -> str:
     if run.status != Status.RUNNING:  # a claim found the flag and cancelled it, or it has just ended
         return Status.CANCELLED if run.status == Status.CANCELLED else "ended"
     try:
-        live.request_stop(run.pk)
+        redis_keys.request_stop(run.pk)
     except redis.RedisError as error:
         logger.warning("run %s: cannot set the stop key (%s); the heartbeat passes the cancel on", run.pk, error)
     return "stopping"
@@ -463,6 +463,6 @@ def forget_streams(run_ids: list[int]) -> None:
     if not run_ids:
         return
     try:
-        live.redis_client().delete(*(live.stream_key(run_id) for run_id in run_ids))
+        redis_keys.redis_client().delete(*(redis_keys.stream_key(run_id) for run_id in run_ids))
     except redis.RedisError as error:
         logger.warning("cannot delete the streams of runs %s: %s", run_ids, error)

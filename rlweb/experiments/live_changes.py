@@ -4,28 +4,32 @@ The run page's form offers the hyperparameters the algorithm declares live (trai
 learning rates, entropy coefficient, clip range, epsilon's end, exploration noise, ...), filled in with the run's
 current values. A change is checked as the experiment form checks a new config (`trainer.params.
 check_live_changes`), recorded on the run (`Run.live_changes`) and pushed to the worker through a Redis list next
-to the stop flag (`live.changes_key`). The worker's sink reads it with the stop flag (every half second); the runner
-checks it again, applies it and reports a `hyperparameters` event, which the sink writes into the change's entry
-(step, seq, old and new values, or the error) and which the page draws as a log line and a mark on every chart.
+to the stop flag (`push_change`, `redis_keys.changes_key`). The worker's sink (sink.py) reads it with the stop flag
+(every half second); the runner checks it again, applies it and reports a `hyperparameters` event, which the sink
+writes into the change's entry (`record_change`: step, seq, old and new values, or the error) and which the page draws
+as a log line and a mark on every chart.
 
 Resume: a checkpoint saves the config as it is, changes included. A resumed attempt replays the changes whose event
 came after its checkpoint (forgotten with the rest of the interrupted attempt) at the step they were applied at,
-and applies at once any change its worker never took (`live.changes_to_replay`).
+and applies at once any change its worker never took (`changes_to_replay`).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import uuid
 
+import redis
 import trainer
 from django import forms
 from django.db import transaction
 from django.utils import timezone
 from trainer.params import NOT_LIVE, ConfigError, check_live_changes, no_effect, run_config, unused_settings
 
-from rlweb.experiments import live
 from rlweb.experiments.forms import HYPERPARAMETER_PREFIX, hyperparameter_field
 from rlweb.experiments.models import Run
+from rlweb.experiments.redis_keys import STOP_FLAG_SECONDS, changes_key, redis_client
 
 
 def current_values(run: Run) -> dict:
@@ -114,6 +118,43 @@ def request_change(run: Run, values: dict) -> dict:
         locked = Run.objects.select_for_update().only("live_changes").get(pk=run.pk)
         locked.live_changes.append(entry)
         locked.save(update_fields=["live_changes"])
-        live.push_change(run.pk, {"id": entry["id"], "values": values})
+        push_change(run.pk, {"id": entry["id"], "values": values})
     run.live_changes = locked.live_changes
     return entry
+
+
+def push_change(run_id: int, change: dict, client: redis.Redis | None = None) -> None:
+    """Hand a checked change ({"id", "values"}) to the run's worker; its sink takes it within half a second."""
+    pipeline = (client or redis_client()).pipeline()
+    pipeline.rpush(changes_key(run_id), json.dumps(change))
+    pipeline.expire(changes_key(run_id), STOP_FLAG_SECONDS)
+    pipeline.execute()
+
+
+def changes_to_replay(run: Run, stored_seq: int) -> list[dict]:
+    """The recorded changes an attempt that starts after event `stored_seq` must apply: the ones its worker
+    never applied (at once), and the ones applied after that event, whose report a resume forgot with the rest of
+    the interrupted attempt (at the step they were applied at; the checkpoint's config holds the earlier ones)."""
+    return [{"id": entry["id"], "values": entry["values"], "step": entry.get("step")}
+            for entry in run.live_changes if "error" not in entry and (entry.get("seq") or math.inf) > stored_seq]
+
+
+def record_change(run_id: int, values: dict, step: int, seq: int) -> None:
+    """Write what the runner did with a change (a `hyperparameters` event) into its entry of `Run.live_changes`:
+    the step and seq, and the old and new values or the error. The row is locked (the page may append a change)."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).only("live_changes").first()
+        if run is None:
+            return
+        entry = next((entry for entry in run.live_changes if entry.get("id") == values.get("id")), None)
+        if entry is None:  # asked for without the page (a test, the shell): recorded as it is
+            entry = {"id": values.get("id"), "values": {name: change["new"] for name, change in
+                                                        (values.get("changes") or {}).items()}}
+            run.live_changes.append(entry)
+        entry.update(step=step, seq=seq)
+        if "error" in values:
+            entry.update(error=values["error"], errors=values.get("errors") or {})
+            entry.pop("changes", None)
+        else:
+            entry["changes"] = values.get("changes") or {}
+        run.save(update_fields=["live_changes"])

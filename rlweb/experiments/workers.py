@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import redis
 from django.conf import settings
 
-from rlweb.experiments import live
+from rlweb.experiments import redis_keys
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def device_entry() -> dict:
 def write_entry(entry: dict) -> None:
     """Write a worker's entry with a fresh heartbeat and expiry (one transaction)."""
     key = registry_key(entry["node"])
-    with live.redis_client().pipeline() as pipe:
+    with redis_keys.redis_client().pipeline() as pipe:
         pipe.hset(key, mapping={**entry, "heartbeat": time.time()})
         pipe.expire(key, settings.WORKER_TTL_SECONDS)
         pipe.execute()
@@ -88,7 +88,7 @@ def write_entry(entry: dict) -> None:
 
 def live_workers() -> list[Worker]:
     """Every worker whose entry has not expired, by host and node; none when Redis cannot be reached."""
-    client = live.redis_client()
+    client = redis_keys.redis_client()
     try:
         entries = [client.hgetall(key) for key in client.scan_iter(match=KEY_PREFIX + "*", count=500)]
     except redis.RedisError as error:
@@ -130,6 +130,6 @@ class Registration:
         self.stopping.set()
         self.thread.join(timeout=5)
         try:
-            live.redis_client().delete(registry_key(self.entry["node"]))
+            redis_keys.redis_client().delete(registry_key(self.entry["node"]))
         except redis.RedisError as error:
             logger.warning("cannot remove this worker's registry entry (%s); it expires by itself", error)

@@ -28,8 +28,8 @@ from django.utils import timezone
 from trainer.sweep import (Dimension, SweepConfig, at_the_floor, finished_trials, finished_values_at, make_pruner,
                            make_sampler, objective_value)
 
-from rlweb.experiments import lifecycle, live
-from rlweb.experiments.live import RedisSink
+from rlweb.experiments import lifecycle, redis_keys
+from rlweb.experiments.sink import RedisSink
 from rlweb.experiments.models import Event, Experiment, Run
 from rlweb.sweeps.models import Sweep, Trial
 
@@ -130,7 +130,8 @@ def advance(sweep_id: int, wait: bool = True) -> None:
     finished when every trial has ended. Safe to call from any process at any time; with `wait` False (a page)
     it does nothing while another process advances the sweep."""
     try:
-        lock = live.redis_client().lock(f"rlweb:sweep:{sweep_id}:advance", timeout=LOCK_SECONDS, blocking_timeout=30)
+        lock = redis_keys.redis_client().lock(f"rlweb:sweep:{sweep_id}:advance", timeout=LOCK_SECONDS,
+                                              blocking_timeout=30)
         if not lock.acquire(blocking=wait):
             return
     except redis.RedisError as error:

@@ -27,13 +27,13 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 settings.REDIS_URL = f"unix://{settings.VAR_DIR}/redis.sock?db=0"  # the site's own Redis, as its worker has it
-AHEAD = timezone.now() + timedelta(days=1)  # no worker beats for these runs: the lost-run sweep leaves them
+AHEAD = timezone.now() + timedelta(days=1)  # no worker beats for these runs: the lost-run reaper leaves them
 """
 
 MAKE_RUN = """
 from django.contrib.auth import get_user_model
-from rlweb.experiments.live import RedisSink
 from rlweb.experiments.models import Experiment, Run
+from rlweb.experiments.sink import RedisSink
 owner = get_user_model().objects.get(username=USERNAME)
 experiment = Experiment.objects.create(owner=owner, name="live points", algorithm="dqn", env_id="CartPole-v1",
                                        total_steps=10**7, auto_resume=False, device="cpu")
@@ -52,8 +52,8 @@ result = run.pk
 
 EMIT = """
 import time
-from rlweb.experiments.live import RedisSink
 from rlweb.experiments.models import Run
+from rlweb.experiments.sink import RedisSink
 sink = RedisSink(Run.objects.get(pk=RUN))
 started = time.perf_counter()
 for index, (step, value) in enumerate(POINTS):
@@ -80,7 +80,7 @@ def episodes(first: int, count: int) -> list[tuple[int, float]]:
 
 
 def smooth(values: list[float], weight: float) -> list[float]:
-    """TensorBoard's debiased exponential moving average, as smoothing.js computes it."""
+    """TensorBoard's debiased exponential moving average, as static/experiments/lib/smoothing.js computes it."""
     last = norm = 0.0
     smoothed = []
     for value in values:

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from rlweb.experiments import checkpoint_jobs, history
 from rlweb.experiments.models import Checkpoint, CheckpointJob, Run, Video
-from rlweb.experiments.live import RedisSink
+from rlweb.experiments.sink import RedisSink
 from rlweb.experiments.tasks import checkpoint_job, train_run
 
 JSON = {"HTTP_ACCEPT": "application/json"}

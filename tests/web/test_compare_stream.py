@@ -12,8 +12,8 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
-from rlweb.experiments.live import RedisSink
 from rlweb.experiments.models import Run
+from rlweb.experiments.sink import RedisSink
 from tests.web.helpers import async_sse_text, parse_sse
 
 

@@ -7,9 +7,9 @@ import io
 import pytest
 from django.urls import reverse
 
-from rlweb.experiments.live import RedisSink
 from rlweb.experiments.models import Run
 from rlweb.experiments.run_views import spreadsheet_safe
+from rlweb.experiments.sink import RedisSink
 
 HYPERLINK = '=HYPERLINK("http://x","y")'
 

@@ -8,7 +8,7 @@ import time
 import trainer
 from django.urls import reverse
 
-from rlweb.experiments import live
+from rlweb.experiments import redis_keys
 from rlweb.experiments.models import Checkpoint, Event, Experiment, Run
 from rlweb.experiments.tasks import train_run
 from tests.web.helpers import form_data
@@ -57,10 +57,10 @@ def test_a_cancel_stops_a_run_on_two_processes_within_two_seconds(make_experimen
     def cancel_once_training():  # as the cancel button does, once the run reports its first update
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not any(
-                '"kind": "train"' in fields["event"] for _, fields in live_redis.xrange(live.stream_key(run.pk))):
+                '"kind": "train"' in fields["event"] for _, fields in live_redis.xrange(redis_keys.stream_key(run.pk))):
             time.sleep(0.05)
         asked["time"] = time.monotonic()
-        live.request_stop(run.pk)
+        redis_keys.request_stop(run.pk)
 
     canceller = threading.Thread(target=cancel_once_training, daemon=True)
     canceller.start()

@@ -7,7 +7,7 @@ import pytest
 from django.core.files.base import ContentFile
 from django.urls import reverse
 
-from rlweb.experiments import live
+from rlweb.experiments import redis_keys
 from rlweb.experiments.models import Checkpoint, Event, Experiment, Run, Video
 
 
@@ -27,7 +27,7 @@ def test_it_deletes_the_experiment_its_runs_and_their_checkpoint_and_video_files
     experiment = trained_run.experiment
     files = [Path(checkpoint.file.path) for checkpoint in trained_run.checkpoints.all()] + [Path(video.file.path)]
     assert len(files) >= 2 and all(file.is_file() for file in files)
-    assert live_redis.exists(live.stream_key(trained_run.pk))
+    assert live_redis.exists(redis_keys.stream_key(trained_run.pk))
 
     response = delete(owner_client, experiment)
     assert response.status_code == 302 and response["Location"] == reverse("experiment-list")
@@ -36,7 +36,7 @@ def test_it_deletes_the_experiment_its_runs_and_their_checkpoint_and_video_files
     assert not Checkpoint.objects.exists() and not Video.objects.exists()
     assert not any(file.exists() for file in files)
     assert not [path for path in Path(settings.MEDIA_ROOT).rglob("*") if path.is_file()]
-    assert not live_redis.exists(live.stream_key(trained_run.pk))
+    assert not live_redis.exists(redis_keys.stream_key(trained_run.pk))
 
 
 @pytest.mark.parametrize("status", ["queued", "running"])

@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 
 from rlweb.experiments import lifecycle
-from rlweb.experiments.live import RedisSink
 from rlweb.experiments.models import Run
+from rlweb.experiments.sink import RedisSink
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the thread writes on its own connection
 

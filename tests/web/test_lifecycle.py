@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from rlweb.experiments import lifecycle
+from rlweb.experiments import lifecycle, redis_keys
 from rlweb.experiments.models import Run
 from rlweb.experiments.tasks import PROCESS_STARTED, reclaim_runs, train_run
 
@@ -120,5 +120,5 @@ def test_a_stop_key_left_from_before_a_resume_does_not_stop_the_next_attempt(tra
     trained_run.checkpoints.all().delete()  # it starts over: it has all its steps to train
     with django_capture_on_commit_callbacks(execute=True):
         assert lifecycle.resume(trained_run)
-    live_redis.set(lifecycle.live.stop_key(trained_run.pk), "1")  # as if Redis had been down at the resume
+    live_redis.set(redis_keys.stop_key(trained_run.pk), "1")  # as if Redis had been down at the resume
     assert train_run(trained_run.pk) == "succeeded"

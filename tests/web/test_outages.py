@@ -12,9 +12,9 @@ import pytest
 import redis
 from django.db import connection
 
-from rlweb.experiments import live
-from rlweb.experiments.live import DatabaseUnavailable, RedisSink
+from rlweb.experiments import live, redis_keys
 from rlweb.experiments.models import Event, Run
+from rlweb.experiments.sink import REDIS_TIMEOUT, DatabaseUnavailable, RedisSink
 from rlweb.experiments.tasks import train_run
 from tests.conftest import redis_server_binary
 from tests.web import envs_for_outage_tests
@@ -117,7 +117,7 @@ def test_a_redis_restart_mid_run_loses_no_event_and_open_pages_continue(
     assert [event["step"] for event in stored if event["kind"] == "checkpoint"] == [1_000, 2_000, 3_000]
     during = [event for event in stored if 1_000 < event["step"] <= 2_000]
     streamed = [int(entry_id.split("-")[0]) for entry_id, _ in
-                redis.Redis.from_url(own_redis.url, decode_responses=True).xrange(live.stream_key(run.pk))]
+                redis.Redis.from_url(own_redis.url, decode_responses=True).xrange(redis_keys.stream_key(run.pk))]
     assert streamed == list(range(streamed[0], len(stored) + 1))  # the restarted Redis got the buffered events
     assert streamed[0] <= during[0]["seq"]
     for follower in followers:
@@ -222,11 +222,11 @@ def test_a_hung_redis_costs_one_timeout_per_back_off_and_followers_read_the_gap_
         hung_seconds = time.monotonic() - started
     finally:
         own_redis.process.send_signal(signal.SIGCONT)
-    assert hung_seconds < 3 * live.REDIS_TIMEOUT + 5  # redis-py's defaults: 11 tries of 5 s for every event
+    assert hung_seconds < 3 * REDIS_TIMEOUT + 5  # redis-py's defaults: 11 tries of 5 s for every event
     time.sleep(max(0.0, sink.redis_retry_at - time.monotonic()))
     emit("finished", 1_000)
     sink.close()
-    streamed = redis.Redis.from_url(own_redis.url).xrange(live.stream_key(queued_run.pk))
+    streamed = redis.Redis.from_url(own_redis.url).xrange(redis_keys.stream_key(queued_run.pk))
     streamed = [int(entry_id.split(b"-")[0]) for entry_id, _ in streamed]
     # the newest 100 (events 1 and 2 were stored, then trimmed with the rest of the stream's stored head)
     assert streamed[-100:] == list(range(903, 1_003)) and len(streamed) <= 102

@@ -2,7 +2,7 @@
 
 from django.urls import reverse
 
-from rlweb.experiments import live
+from rlweb.experiments import redis_keys
 from rlweb.experiments.models import Checkpoint, Run
 from rlweb.experiments.tasks import train_run
 
@@ -23,7 +23,7 @@ def test_a_running_run_gets_the_stop_flag_and_stops_with_a_final_checkpoint(owne
     Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.RUNNING)
     response = cancel(owner_client, queued_run)
     assert response.status_code == 302
-    assert live_redis.exists(live.stop_key(queued_run.pk))
+    assert live_redis.exists(redis_keys.stop_key(queued_run.pk))
     queued_run.refresh_from_db()
     assert queued_run.status == Run.Status.RUNNING and queued_run.stop_requested  # the worker ends it
     # the worker's side: the run's sink reads the Redis flag (the fast path), and training stops early
@@ -39,7 +39,7 @@ def test_cancelling_a_finished_run_changes_nothing(owner_client, trained_run, li
     assert b"already ended" in response.content
     trained_run.refresh_from_db()
     assert trained_run.status == Run.Status.SUCCEEDED
-    assert not live_redis.exists(live.stop_key(trained_run.pk))
+    assert not live_redis.exists(redis_keys.stop_key(trained_run.pk))
 
 
 def test_cancel_takes_only_a_post(owner_client, queued_run):
@@ -53,4 +53,4 @@ def test_a_stranger_cannot_cancel(stranger_client, queued_run, live_redis):
     Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.RUNNING)
     assert cancel(stranger_client, queued_run).status_code == 404
     queued_run.refresh_from_db()
-    assert queued_run.status == Run.Status.RUNNING and not live_redis.exists(live.stop_key(queued_run.pk))
+    assert queued_run.status == Run.Status.RUNNING and not live_redis.exists(redis_keys.stop_key(queued_run.pk))

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from rlweb.experiments import lifecycle, live
+from rlweb.experiments import lifecycle, redis_keys
 from rlweb.experiments.live_changes import request_change
 from rlweb.experiments.models import Checkpoint, Event, Run
 from rlweb.experiments.tasks import train_run
@@ -30,7 +30,7 @@ def change(client, run, headers=JSON, **values):
 
 
 def sent(client: redis.Redis, run) -> list:
-    return client.lrange(live.changes_key(run.pk), 0, -1)
+    return client.lrange(redis_keys.changes_key(run.pk), 0, -1)
 
 
 @pytest.fixture
@@ -156,7 +156,7 @@ def post_when_past(owner, run_id: int, step: int, redis_url: str, outcome: dict,
         last_id, deadline = "0-0", time.monotonic() + 120
         try:
             while time.monotonic() < deadline:
-                for _, entries in client.xread({live.stream_key(run_id): last_id}, block=100, count=500) or []:
+                for _, entries in client.xread({redis_keys.stream_key(run_id): last_id}, block=100, count=500) or []:
                     for last_id, fields in entries:
                         event = json.loads(fields["event"])
                         if "posted" not in outcome and event["step"] > step:
@@ -166,7 +166,7 @@ def post_when_past(owner, run_id: int, step: int, redis_url: str, outcome: dict,
                         elif event["kind"] == "hyperparameters":
                             outcome["applied"], outcome["event"] = time.monotonic(), event
                             if stop:
-                                client.set(live.stop_key(run_id), "1")
+                                client.set(redis_keys.stop_key(run_id), "1")
                             return
         finally:
             connection.close()

@@ -7,8 +7,8 @@ from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 from django.urls import reverse
 
-from rlweb.experiments.live import RedisSink
 from rlweb.experiments.models import Event
+from rlweb.experiments.sink import RedisSink
 
 
 def read_csv(response) -> list[list[str]]:

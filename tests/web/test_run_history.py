@@ -7,8 +7,8 @@ import pytest
 from django.urls import reverse
 
 from rlweb.experiments import history
-from rlweb.experiments.live import RedisSink
 from rlweb.experiments.models import Event, MetricBucket
+from rlweb.experiments.sink import RedisSink
 
 
 def history_url(run):

@@ -14,7 +14,7 @@ from asgiref.sync import async_to_sync
 from django.urls import reverse
 from django.utils import timezone
 
-from rlweb.experiments import lifecycle, live
+from rlweb.experiments import lifecycle, redis_keys
 from rlweb.experiments.models import Checkpoint, Event, Experiment, Run
 from rlweb.experiments.tasks import train_run
 from tests.web.helpers import async_sse_text, events_of, parse_sse, read_sse, sse_text
@@ -34,10 +34,10 @@ def stop_once_past(redis_url: str, run_id: int, step: int, pressed: dict) -> thr
         client = redis.Redis.from_url(redis_url, decode_responses=True)
         last_id, deadline = "0-0", time.monotonic() + 120
         while time.monotonic() < deadline:
-            for _, entries in client.xread({live.stream_key(run_id): last_id}, block=100, count=500) or []:
+            for _, entries in client.xread({redis_keys.stream_key(run_id): last_id}, block=100, count=500) or []:
                 for last_id, fields in entries:
                     if json.loads(fields["event"])["step"] > step:
-                        client.set(live.stop_key(run_id), "1")
+                        client.set(redis_keys.stop_key(run_id), "1")
                         pressed["at"] = time.monotonic()
                         return
 
@@ -104,7 +104,7 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
     assert first_start == run.started_at and run.attempts == 1 and run.earlier_attempts_seconds == 0
     final = Checkpoint.objects.get(run=run, tag="final")
     assert final.step == stopped_at
-    assert live_redis.exists(live.stop_key(run.pk))  # the cancel's flag is still there
+    assert live_redis.exists(redis_keys.stop_key(run.pk))  # the cancel's flag is still there
 
     with django_capture_on_commit_callbacks(execute=True):
         response = resume(owner_client, run)
@@ -113,7 +113,7 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
     assert run.status == Run.Status.QUEUED and run.resume_requested and run.task_id not in ("", "first")
     assert run.earlier_attempts_seconds == first_attempt and run.started_at is None and run.attempts == 1
     assert json.loads(live_redis.lindex("cpu", 0))["headers"]["id"] == run.task_id
-    assert not live_redis.exists(live.stop_key(run.pk))  # else it would stop again at once
+    assert not live_redis.exists(redis_keys.stop_key(run.pk))  # else it would stop again at once
     # a page opened before a worker claims it: the history ends at the checkpoint, with no "finished:
     # cancelled" in the log, and the stream it follows from there will carry the resumed attempt whole
     waiting = owner_client.get(reverse("run-history", args=[run.pk])).json()
@@ -136,7 +136,7 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
     assert run.training_seconds == first_attempt + (run.finished_at - run.started_at).total_seconds()
     assert " over 2 attempts</dd>" in owner_client.get(run.get_absolute_url()).content.decode()
     # the live stream holds the resumed attempt's events under the same numbers as the database
-    streamed = [json.loads(fields["event"]) for _, fields in live_redis.xrange(live.stream_key(run.pk))]
+    streamed = [json.loads(fields["event"]) for _, fields in live_redis.xrange(redis_keys.stream_key(run.pk))]
     stored = [event.as_dict() for event in Event.objects.filter(run=run, seq__gte=streamed[0]["seq"])]
     assert streamed == stored and streamed[0]["kind"] == "started" and streamed[0]["step"] == stopped_at
     # a page that follows the stream from the start gets the whole history once, in order

@@ -9,9 +9,9 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.urls import reverse
 from django.utils import timezone
 
-from rlweb.experiments import lifecycle, live
-from rlweb.experiments.live import RedisSink
+from rlweb.experiments import lifecycle, live, redis_keys
 from rlweb.experiments.models import Event, Run
+from rlweb.experiments.sink import RedisSink
 from tests.web.helpers import async_sse_text, events_of, parse_sse, read_sse, read_sse_async
 
 
@@ -124,9 +124,9 @@ def test_history_and_stream_together_give_every_event_once(owner_client, running
 
 
 def test_events_trimmed_from_redis_come_from_the_database(owner_client, trained_run, live_redis):
-    live_redis.xtrim(live.stream_key(trained_run.pk), maxlen=3, approximate=False)
+    live_redis.xtrim(redis_keys.stream_key(trained_run.pk), maxlen=3, approximate=False)
     assert read_sse(owner_client.get(stream_url(trained_run))) == stored_events(trained_run)
-    live_redis.delete(live.stream_key(trained_run.pk))  # expired, or Redis restarted empty
+    live_redis.delete(redis_keys.stream_key(trained_run.pk))  # expired, or Redis restarted empty
     assert read_sse(owner_client.get(stream_url(trained_run))) == stored_events(trained_run)
 
 
@@ -138,8 +138,8 @@ def test_a_live_stream_stays_bounded_and_a_reconnect_far_behind_gets_every_event
     first = read_messages(owner_client.get(stream_url(running_run)), 4)
     for _ in range(30):
         emit_episodes(sink, 7)
-        assert live_redis.xlen(live.stream_key(running_run.pk)) <= 5 + 10  # the tail and what is not stored yet
-    assert int(live_redis.xrange(live.stream_key(running_run.pk), count=1)[0][0].split("-")[0]) > 200  # trimmed
+        assert live_redis.xlen(redis_keys.stream_key(running_run.pk)) <= 5 + 10  # the tail and what is not stored yet
+    assert int(live_redis.xrange(redis_keys.stream_key(running_run.pk), count=1)[0][0].split("-")[0]) > 200  # trimmed
     resumed = read_messages(owner_client.get(stream_url(running_run), headers={"Last-Event-ID": "4"}), 214 - 4)
     sink.emit({"kind": "finished", "step": sink.steps_done, "time": 1.0, "values": {"status": "succeeded"}})
     sink.close()
@@ -270,7 +270,7 @@ def test_a_follower_of_an_attempt_that_a_resume_forgot_is_told_to_reload(queued_
     lifecycle.forget_dead_attempt(run, None)
     assert run.last_seq == 6 and run.forgotten_seqs == [[0, 6]]
     Run.objects.filter(pk=run.pk).update(attempts=2)
-    live_redis.delete(live.stream_key(run.pk))
+    live_redis.delete(redis_keys.stream_key(run.pk))
     resumed = RedisSink(run)
     resumed.emit({"kind": "started", "step": 20, "time": 2.0, "values": {}})
     assert resumed.seq == 7
@@ -278,3 +278,11 @@ def test_a_follower_of_an_attempt_that_a_resume_forgot_is_told_to_reload(queued_
     # a page opened after the resume goes on with the new attempt
     rest = live.follow(run.pk, 0)
     assert next(rest).startswith("retry:") and json.loads(next(rest).split("data: ")[1])["seq"] == 7
+
+
+def test_a_live_page_holds_no_database_connection_between_its_reads(transactional_db, queued_run):
+    from asgiref.sync import async_to_sync
+    from django.db import connection
+
+    assert async_to_sync(live.read_database)(live.run_status, queued_run.pk) == "queued"
+    assert connection.connection is None  # closed: a page open for hours does not keep one of the database's

@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from rlweb.experiments import lifecycle, live
-from rlweb.experiments.live import RedisSink
 from rlweb.experiments.models import Event, Run
+from rlweb.experiments.sink import RedisSink
 from rlweb.experiments.tasks import train_run
 from tests.web.helpers import async_sse_text, parse_sse
 

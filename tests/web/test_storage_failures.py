@@ -9,8 +9,8 @@ from django.core.files.storage import default_storage
 from django.urls import reverse
 
 from rlweb.experiments import history
-from rlweb.experiments.live import RedisSink
 from rlweb.experiments.models import Checkpoint, Event, Video
+from rlweb.experiments.sink import RedisSink
 from tests.web.helpers import TINY_DQN
 
 

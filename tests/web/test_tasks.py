@@ -6,7 +6,7 @@ import json
 from asgiref.sync import async_to_sync
 from django.urls import reverse
 
-from rlweb.experiments import live
+from rlweb.experiments import redis_keys
 from rlweb.experiments.models import Checkpoint, Event, Experiment, Run
 from rlweb.experiments.tasks import train_run
 from tests.web.helpers import form_data, read_sse, read_sse_async
@@ -33,9 +33,9 @@ def test_a_run_created_in_the_form_trains_and_its_events_reach_redis_the_databas
     assert [event["seq"] for event in stored] == list(range(1, len(stored) + 1))
     kinds = {event["kind"] for event in stored}
     assert {"started", "episode", "train", "eval", "checkpoint", "finished"} <= kinds
-    streamed = [json.loads(fields["event"]) for _, fields in live_redis.xrange(live.stream_key(run.pk))]
+    streamed = [json.loads(fields["event"]) for _, fields in live_redis.xrange(redis_keys.stream_key(run.pk))]
     assert streamed == stored
-    assert live_redis.ttl(live.stream_key(run.pk)) > 0  # a finished run's stream expires
+    assert live_redis.ttl(redis_keys.stream_key(run.pk)) > 0  # a finished run's stream expires
     assert Checkpoint.objects.filter(run=run, tag="final").count() == 1
 
     url = reverse("run-stream", args=[run.pk])

@@ -1,4 +1,4 @@
-"""The Redis sink a training task reports to (rlweb/experiments/live.py), on the real Redis and database."""
+"""The Redis sink a training task reports to (rlweb/experiments/sink.py), on the real Redis and database."""
 
 import json
 import math
@@ -9,9 +9,9 @@ import redis
 import trainer
 from django.core.files.storage import default_storage
 
-from rlweb.experiments import lifecycle, live
-from rlweb.experiments.live import RedisSink
+from rlweb.experiments import lifecycle, redis_keys
 from rlweb.experiments.models import Checkpoint, Event, Experiment, Run
+from rlweb.experiments.sink import FINISHED_STREAM_SECONDS, RedisSink
 from tests.web.helpers import TINY_DQN
 
 
@@ -25,7 +25,7 @@ def test_events_are_numbered_and_stream_ids_match_the_database(queued_run, live_
     for step in (10, 20, 30):
         sink.emit(episode(step))
     sink.close()
-    entries = live_redis.xrange(live.stream_key(queued_run.pk))
+    entries = live_redis.xrange(redis_keys.stream_key(queued_run.pk))
     assert [entry_id for entry_id, _ in entries] == ["1-0", "2-0", "3-0"]
     assert [json.loads(fields["event"])["seq"] for _, fields in entries] == [1, 2, 3]
     assert list(Event.objects.filter(run=queued_run).values_list("seq", "step")) == [(1, 10), (2, 20), (3, 30)]
@@ -36,7 +36,7 @@ def test_events_reach_the_database_in_batches_and_on_close(queued_run, live_redi
     sink.emit(episode(10))
     sink.emit(episode(20))
     assert Event.objects.filter(run=queued_run).count() == 0
-    assert live_redis.xlen(live.stream_key(queued_run.pk)) == 2  # live at once, persisted later
+    assert live_redis.xlen(redis_keys.stream_key(queued_run.pk)) == 2  # live at once, persisted later
     sink.emit(episode(30))
     assert Event.objects.filter(run=queued_run).count() == 3
     sink.emit(episode(40))
@@ -61,7 +61,7 @@ def test_polling_for_stop_updates_steps_and_the_heartbeat(queued_run):
 def test_the_stop_flag_stops_the_run(queued_run):
     sink = RedisSink(queued_run)
     assert not sink.should_stop()
-    live.request_stop(queued_run.pk)
+    redis_keys.request_stop(queued_run.pk)
     assert sink.should_stop()
 
 
@@ -99,7 +99,7 @@ def test_values_become_plain_json_without_nan(queued_run, live_redis):
     sink.close()
     stored = Event.objects.get(run=queued_run).values
     assert stored == {"train/loss": None, "train/q_mean": 2.5, "train/inf": None, "nested": {"counts": [1]}}
-    streamed = json.loads(live_redis.xrange(live.stream_key(queued_run.pk))[0][1]["event"])
+    streamed = json.loads(live_redis.xrange(redis_keys.stream_key(queued_run.pk))[0][1]["event"])
     assert streamed["values"] == stored
 
 
@@ -128,14 +128,6 @@ def test_a_run_marked_lost_after_its_heartbeat_stops(queued_run, settings):
     assert queued_run.status == "lost"
 
 
-def test_a_live_page_holds_no_database_connection_between_its_reads(transactional_db, queued_run):
-    from asgiref.sync import async_to_sync
-    from django.db import connection
-
-    assert async_to_sync(live.read_database)(live.run_status, queued_run.pk) == "queued"
-    assert connection.connection is None  # closed: a page open for hours does not keep one of the database's
-
-
 def test_a_finished_runs_stream_keeps_a_short_tail_and_expires_while_the_database_keeps_everything(
         queued_run, live_redis):
     sink = RedisSink(queued_run, batch_size=10, stream_tail=5)
@@ -143,14 +135,14 @@ def test_a_finished_runs_stream_keeps_a_short_tail_and_expires_while_the_databas
         sink.emit(episode(step))
     sink.emit({"kind": "finished", "step": 40, "time": 1.0, "values": {"status": "succeeded"}})
     sink.close()
-    key = live.stream_key(queued_run.pk)
+    key = redis_keys.stream_key(queued_run.pk)
     assert [entry_id for entry_id, _ in live_redis.xrange(key)] == ["37-0", "38-0", "39-0", "40-0", "41-0"]
-    assert 0 < live_redis.ttl(key) <= live.FINISHED_STREAM_SECONDS
+    assert 0 < live_redis.ttl(key) <= FINISHED_STREAM_SECONDS
     assert list(Event.objects.filter(run=queued_run).values_list("seq", flat=True)) == list(range(1, 42))
 
 
 def test_redis_memory_does_not_grow_with_the_number_of_finished_runs(make_experiment, live_redis, monkeypatch):
-    monkeypatch.setattr(live, "FINISHED_STREAM_SECONDS", 1)
+    monkeypatch.setattr("rlweb.experiments.sink.FINISHED_STREAM_SECONDS", 1)
     experiment = make_experiment()
     before = live_redis.info("memory")["used_memory"]
     runs = []
@@ -159,11 +151,12 @@ def test_redis_memory_does_not_grow_with_the_number_of_finished_runs(make_experi
         sink = RedisSink(run, batch_size=20, stream_tail=10)
         for step in range(1, 101):
             sink.emit(episode(step))
-            assert live_redis.xlen(live.stream_key(run.pk)) <= 10 + 20
+            assert live_redis.xlen(redis_keys.stream_key(run.pk)) <= 10 + 20
         sink.close()
         runs.append(run)
-    assert sum(live_redis.xlen(live.stream_key(run.pk)) for run in runs) <= 50 * 10  # only tails, until they expire
+    # only tails, until they expire
+    assert sum(live_redis.xlen(redis_keys.stream_key(run.pk)) for run in runs) <= 50 * 10
     time.sleep(1.5)
-    assert not any(live_redis.exists(live.stream_key(run.pk)) for run in runs)
+    assert not any(live_redis.exists(redis_keys.stream_key(run.pk)) for run in runs)
     assert live_redis.info("memory")["used_memory"] - before < 100_000  # 5,000 events of about 150 bytes came by
     assert Event.objects.filter(run__in=runs).count() == 50 * 100
