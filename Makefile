@@ -1,10 +1,12 @@
 # The commands in the README. Each installs the project into .venv first, again only when pyproject.toml
 # has changed since (the stamp files in .venv).
 #   make run   [HOST=127.0.0.1] [PORT=8000]   Redis, a Celery worker, beat and the web server, supervised (rlweb/devserver.py)
-#   make test  [PYTEST_ARGS="tests/web -x"]   the whole test suite
+#   make test  [PYTEST_ARGS="tests/web -x"]   the whole test suite: the pages' scripts' unit tests, then pytest
+#   make test-js                              the unit tests of the pages' scripts (tests/js; node's own runner)
 #   make bench [BENCH_ARGS=...]               the benchmarks
 #   make vendor-plotly                        plotly.js's cartesian bundle into static/vendor/plotly (needs npm),
-#                                             at the plotly.js version of the installed plotly package
+#                                             at the plotly.js version of the installed plotly package; every
+#                                             page that draws charts loads it through templates/_plotly.html
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -13,15 +15,22 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+NODE ?= node
 
-.PHONY: run test bench vendor-plotly
+.PHONY: run test test-js bench vendor-plotly
 
 run: $(VENV)/.installed
 	$(PY) -m rlweb.devserver --host $(HOST) --port $(PORT)
 
 # Without REDIS_URL the tests start a throwaway Redis of their own (tests/conftest.py).
-test: $(VENV)/.installed
+test: test-js $(VENV)/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The pure parts of the pages' scripts (static/experiments/lib), as ES modules under node 20 or newer; no npm packages.
+test-js:
+	@command -v $(NODE) >/dev/null || { echo "make test-js needs node 20 or newer (apt-get install nodejs)," \
+		"to unit-test the pages' scripts (tests/js): not found"; exit 1; }
+	$(NODE) --test --test-reporter=spec tests/js/
 
 bench: $(VENV)/.installed-bench
 	$(PY) -m benchmarks $(BENCH_ARGS)
@@ -49,5 +58,5 @@ vendor-plotly: $(VENV)/.installed
 	cp "$$work/package/plotly-cartesian.min.js" static/vendor/plotly/plotly-cartesian-$$version.min.js && \
 	cp "$$work/package/LICENSE" static/vendor/plotly/LICENSE && rm -r "$$work" && \
 	sed -i "s|vendor/plotly/plotly-cartesian-[0-9.]*\.min\.js|vendor/plotly/plotly-cartesian-$$version.min.js|" \
-		templates/experiments/run_detail.html templates/experiments/compare.html && \
+		templates/_plotly.html && \
 	echo "static/vendor/plotly/plotly-cartesian-$$version.min.js"

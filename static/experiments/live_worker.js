@@ -1,5 +1,5 @@
 // One live connection for the run pages of the site open in this browser (a SharedWorker, started by
-// run_detail.js). A browser opens at most 6 HTTP/1.1 connections to a site: with a server-sent-events stream per
+// run/live.js). A browser opens at most 6 HTTP/1.1 connections to a site: with a server-sent-events stream per
 // page, a seventh run page would wait for a connection, and so would every other request of the site (pages,
 // history, downloads). So each run page asks this worker first: the first `maxOwnStreams` open follow their runs
 // over streams of their own (the fastest path: an event reaches the page without passing through this worker's
@@ -10,7 +10,10 @@
 // the smallest of its pages' seqs; the worker opens the stream again when that moves back (a new page behind the
 // others) or the set of runs changes, and after the connection drops, from where each run is: no event is lost,
 // and none reaches a page twice.
-"use strict";
+//
+// A module worker (run/live.js starts it with type "module"): it waits as long as the pages before it opens a
+// refused stream again (lib/retry.js).
+import {retryDelay} from "./lib/retry.js";
 
 const maxOwnStreams = 2;  // leaves the browser 3 of its 6 connections for the rest of the site
 const ownStreams = new Set();  // the ports of the pages that follow their run over a stream of their own
@@ -19,7 +22,7 @@ let streamUrl = null;
 let source = null;
 let open = false;
 let reopenTimer = null;
-let failures = 0;  // in a row: the wait before the next try doubles, from 2 s up to a minute
+let failures = 0;  // in a row: the wait before the next try doubles, from 2 s up to a minute (retryDelay)
 let openedAt = -Infinity;  // when the stream was last opened: at most once a second, as pages come one by one
 
 function position(pages) {
@@ -81,7 +84,7 @@ function connect() {
     current.close();
     setOpen(false);
     failures += 1;
-    reopen(Math.min(2000 * 2 ** (failures - 1), 60_000));
+    reopen(retryDelay(failures));
   };
 }
 

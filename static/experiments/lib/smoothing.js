@@ -1,9 +1,10 @@
 // What the run page and the compare page share: TensorBoard's exponential moving average, debiased so the
 // first points are not pulled towards 0; gaps (null, NaN) stay gaps and do not move the average.
-// `rlwebSmoother(weight)` is the same average one value at a time (the run page's live points);
-// `rlwebSmooth(values, weight)` smooths a whole series with it.
-window.rlwebSmoother = function smoother(weight) {
-  "use strict";
+// `smoother(weight)` is the same average one value at a time (the run page's live points);
+// `smooth(values, weight)` smooths a whole series with it.
+// (No DOM here: the pages import it, and so do the unit tests in tests/js under node.)
+
+export function smoother(weight) {
   let last = 0;
   let norm = 0;
   return function next(value) {
@@ -12,19 +13,17 @@ window.rlwebSmoother = function smoother(weight) {
     norm = norm * weight + (1 - weight);
     return last / norm;
   };
-};
+}
 
-window.rlwebSmooth = function smooth(values, weight) {
-  "use strict";
+export function smooth(values, weight) {
   if (!weight) return values;
-  return values.map(window.rlwebSmoother(weight));
-};
+  return values.map(smoother(weight));
+}
 
 // A y range for a series whose values differ only by rounding (a constant such as an epsilon that reached its
 // end, averaged per log interval): plotly would zoom into a 1e-17-wide band and label its ticks with 17 digits.
 // Undefined for any series with a real spread, so plotly's own autorange draws it.
-window.rlwebFlatRange = function flatRange(arrays) {
-  "use strict";
+export function flatRange(arrays) {
   let low = Infinity;
   let high = -Infinity;
   for (const values of arrays) {
@@ -39,11 +38,4 @@ window.rlwebFlatRange = function flatRange(arrays) {
   if (high - low > 1e-9 * scale) return undefined;
   const pad = scale > 0 ? scale / 2 : 1;
   return [low - pad, high + pad];
-};
-
-// How long a page waits before it opens a live stream again after its `failures`-th HTTP error in a row (the
-// browser gives up on an EventSource after one): 2 s, doubling up to a minute, as live_worker.js waits.
-window.rlwebRetryDelay = function retryDelay(failures) {
-  "use strict";
-  return Math.min(2000 * 2 ** (failures - 1), 60_000);
-};
+}
