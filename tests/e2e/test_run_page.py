@@ -83,9 +83,10 @@ def test_the_run_page_follows_a_run_live_and_its_controls_work(site, browser, tm
     # tick labels get the room they need; a constant that differs only by rounding (an epsilon at its end,
     # averaged per log interval) is drawn flat in a padded range, not zoomed into a band 1e-17 wide
     assert page.evaluate(f"{RETURNS}.layout.yaxis.automargin") is True
-    assert page.evaluate("window.rlwebFlatRange([[0.04, 0.040000000000000036, 0.039999999999999994]])") == \
-        pytest.approx([0.02, 0.06])
-    assert page.evaluate("window.rlwebFlatRange([[-20.5, -19.25, null]])") is None
+    # (the page's module, as the browser loaded it; tests/js/smoothing.test.mjs tests it under node)
+    flat_range = "(arrays) => import('/static/experiments/lib/smoothing.js').then((module) => module.flatRange(arrays))"
+    assert page.evaluate(flat_range, [[0.04, 0.040000000000000036, 0.039999999999999994]]) == pytest.approx([0.02, 0.06])
+    assert page.evaluate(flat_range, [[-20.5, -19.25, None]]) is None
 
     # a zoom survives the points that come after it
     page.evaluate(f"Plotly.relayout({RETURNS}, {{'xaxis.range': [0, 1000]}})")
