@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer.events import Sink
-from trainer.params import ConfigError
+from trainer.params import ConfigError, aliases_of
 
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("none", "median", "hyperband")
@@ -55,12 +55,14 @@ class Dimension:
 
 
 def parse_dimension(algorithm: str, text: str) -> Dimension:
-    """A `--param` (NAME=LOW:HIGH[:log], NAME=A|B|C or NAME=VALUE) for `algorithm`; ConfigError when it is wrong."""
+    """A `--param` (NAME=LOW:HIGH[:log], NAME=A|B|C or NAME=VALUE) for `algorithm`; ConfigError when it is wrong.
+    NAME may be another spelling of a hyperparameter (trainer/params.py, ALIASES): the dimension gets our name."""
     import trainer
 
     name, separator, raw = text.partition("=")
-    name = name.strip()
-    params = {param.name: param for param in trainer.get_spec(algorithm).params()}
+    spec = trainer.get_spec(algorithm)
+    name, _, convert = aliases_of(spec.config_class).get(name.strip(), (name.strip(), None, None))
+    params = {param.name: param for param in spec.params()}
     if not separator or not raw.strip():
         raise ConfigError({name or text: "expected NAME=LOW:HIGH[:log], NAME=A|B|C or NAME=VALUE"})
     if name not in params:
@@ -69,7 +71,7 @@ def parse_dimension(algorithm: str, text: str) -> Dimension:
 
     def value(part: str):
         try:
-            return param.parse(part.strip())
+            return param.parse(convert(part.strip()) if convert else part.strip())
         except ValueError as error:
             raise ConfigError({name: f"{part.strip()!r}: {error}"}) from None
 

@@ -38,6 +38,13 @@ def test_the_search_space_is_read_with_the_hyperparameters_own_types(text, expec
     assert dimension.fixed == (len(expected["choices"]) == 1)
 
 
+def test_a_search_space_may_name_a_hyperparameter_by_another_spelling_and_searches_ours():
+    decay = sweep.parse_dimension("qlearning", "epsilon_decay=0.99:0.9999")  # q-learning's name before
+    assert (decay.name, decay.low, decay.high) == ("exploration_decay", 0.99, 0.9999)
+    assert sweep.parse_dimension("es", "l2_coeff=0|0.01") == sweep.Dimension("l2_coef", float, choices=(0.0, 0.01))
+    assert sweep.parse_dimension("ddpg", "lr_annealing=true|false").choices == ("linear", "constant")
+
+
 @pytest.mark.parametrize("text, field, message", [
     ("learning_rat=1e-3:1e-2", "learning_rat", "dqn has no such hyperparameter"),
     ("learning_rate", "learning_rate", "expected NAME=LOW:HIGH"),
