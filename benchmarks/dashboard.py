@@ -26,7 +26,7 @@ works on that database from this process:
   every tab but the first acts as a background tab of a browser window (document.hidden, no animation frames:
   it draws and paints nothing; opened in a window of its own, see background_tab), as in a browser with N tabs in
   one window; each must still receive every event of its run.
-- `--baseline REV`: the same live measurement with the run page's scripts (run_detail.js, smoothing.js) as
+- `--baseline REV`: the same live measurement with the run page's scripts (static/experiments/**.js) as
   they were at git revision REV, served to the browser in place of the working tree's, in turns with the
   working tree's (`--rounds` each), on the same site under the same load.
 """
@@ -320,15 +320,17 @@ def report_live(label: str, result: dict, rate: float, runs: int) -> None:
 
 
 def scripts_at(revision: str) -> dict[str, bytes]:
-    """The run page's scripts as they were at git `revision` (or as they are in the folder `revision`: a variant
-    being tried), by the path the browser asks for."""
-    def read(name: str) -> bytes:
-        if Path(revision).is_dir():
-            return (Path(revision) / name).read_bytes()
-        return subprocess.run(["git", "show", f"{revision}:static/experiments/{name}"], cwd=REPO,
-                              capture_output=True, check=True).stdout
-
-    return {f"**/static/experiments/{name}": read(name) for name in ("run_detail.js", "smoothing.js")}
+    """The run page's scripts (static/experiments/**.js, ES modules since issue 26: a revision before that needs the
+    templates of its time) as they were at git `revision` (or as they are in the folder `revision`: a variant being
+    tried, laid out as static/experiments), by the path the browser asks for."""
+    if Path(revision).is_dir():
+        return {f"**/static/experiments/{path.relative_to(revision).as_posix()}": path.read_bytes()
+                for path in Path(revision).rglob("*.js")}
+    names = subprocess.run(["git", "ls-tree", "-r", "--name-only", revision, "static/experiments/"], cwd=REPO,
+                           capture_output=True, check=True, text=True).stdout.split()
+    return {f"**/{name}": subprocess.run(["git", "show", f"{revision}:{name}"], cwd=REPO, capture_output=True,
+                                         check=True).stdout
+            for name in names if name.endswith(".js")}
 
 
 def serve_scripts(context, scripts: dict[str, bytes]) -> None:
