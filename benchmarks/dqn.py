@@ -235,7 +235,7 @@ def atari_update_ms(side: str, keep_memory: bool, rounds: int = 30) -> tuple[flo
 
         def update():
             with denormals_flushed():  # as in learn()
-                list(agent.update_many(agent.buffer, 1))
+                list(agent.strategy.updates(agent.buffer, 1))
     else:
         model = sb3_atari_model(0, 1_000)
         model.learn(1_100)
@@ -266,13 +266,13 @@ def atari_gpu_ms(side: str, rounds: int = 300) -> dict[str, float]:
         observation = agent.buffer.observations_at(np.array([5]))
 
         def update():
-            list(agent.update_many(agent.buffer, 1))
+            list(agent.strategy.updates(agent.buffer, 1))
 
         def update_on_device():
             agent.learn_from(batch, agent.targets(batch))
 
         def act():
-            agent.greedy_actions(observation)
+            agent.strategy.greedy(observation)
     else:
         model = sb3_atari_model(0, 1_000, "cuda")
         model.learn(1_100)
@@ -310,13 +310,13 @@ def atari_gpu_profile(algorithm: str, rounds: int = 50, rows: int = 12) -> str:
     agent = filled_agent(algorithm, "cuda")
     observation = agent.buffer.observations_at(np.array([5]))
     for _ in range(10):
-        list(agent.update_many(agent.buffer, 1))
-        agent.greedy_actions(observation)
+        list(agent.strategy.updates(agent.buffer, 1))
+        agent.strategy.greedy(observation)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
         for _ in range(rounds):
-            list(agent.update_many(agent.buffer, 1))
-            agent.greedy_actions(observation)
+            list(agent.strategy.updates(agent.buffer, 1))
+            agent.strategy.greedy(observation)
         torch.cuda.synchronize()
     return profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
@@ -343,7 +343,7 @@ def atari_phases(algorithm: str, rounds: int = 40) -> dict[str, float]:
     def act():
         if c.noisy:
             reset_noise(agent.q_network)
-        agent.greedy_actions(observation)
+        agent.strategy.greedy(observation)
 
     sample_options = {"beta": 0.4} if c.prioritized_replay else {}
     with denormals_flushed(), agent.training_envs(1) as (envs, _):
@@ -366,7 +366,7 @@ def atari_phases(algorithm: str, rounds: int = 40) -> dict[str, float]:
             timed("backward", loss.backward)
             timed("gradient clipping and Adam", lambda: (cpu_speed.clip_grad_norm([agent.q_flat], c.max_grad_norm),
                                                          agent.optimizer.step()))
-            timed("whole update, as training calls it", lambda: list(agent.update_many(buffer, 1)))
+            timed("whole update, as training calls it", lambda: list(agent.strategy.updates(buffer, 1)))
             timed("act step (fresh noise included)", act)
             timed("env step", lambda: envs.step(np.array([envs.single_action_space.sample()])))
     medians = {name: statistics.median(values[5:]) for name, values in times.items()}

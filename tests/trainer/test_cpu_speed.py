@@ -147,15 +147,15 @@ def test_dqns_hand_path_takes_the_steps_of_its_autograd_loss(weighted):
     import trainer
 
     agents = [trainer.make("dqn", "CartPole-v1", seed=0, hidden_layers="32,32", max_grad_norm=0.5) for _ in range(2)]
-    assert agents[0].hand_path
-    agents[1].hand_path = False  # the readable branch of learn_from, as off a CPU
+    hand_learn_from = agents[0].strategy.learn_from  # the CPU strategy's, chosen when the agent is built
+    assert hand_learn_from == agents[0].strategy.hand_learn_from
     generator = torch.Generator().manual_seed(0)
     for _ in range(3):
         batch = SimpleNamespace(obs=torch.randn(16, 4, generator=generator),
                                 actions=torch.randint(0, 2, (16,), generator=generator),
                                 weights=torch.rand(16, generator=generator) if weighted else None)
         target = 3 * torch.randn(16, generator=generator)
-        hand, autograd = (agent.learn_from(batch, target) for agent in agents)
+        hand, autograd = hand_learn_from(batch, target), agents[1].learn_from(batch, target)  # dqn.py's
         torch.testing.assert_close(hand["train/loss"], autograd["train/loss"])
         torch.testing.assert_close(hand["train/q_mean"], autograd["train/q_mean"])
         torch.testing.assert_close(agents[0].q_flat.param, agents[1].q_flat.param)

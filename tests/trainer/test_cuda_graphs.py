@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import trainer
+from trainer import update_strategies
 from trainer.cuda_graphs import Graphs
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the device machine)")
@@ -27,7 +28,9 @@ def filled_agents(algorithm: str, **settings):
     agents = []
     for graphs in (True, False):
         agent = trainer.make(algorithm, "CartPole-v1", seed=0, device="cuda", **{**SMALL, **settings})
-        agent.graphs.enabled = graphs
+        assert isinstance(agent.strategy, update_strategies.GraphedDQN)  # chosen when the agent is built
+        if not graphs:
+            agent.strategy = update_strategies.PlainDQN(agent)  # dqn.py's own code
         agent.buffer = agent.make_buffer()
         rng = np.random.default_rng(1)
         for _ in range(500):
@@ -40,11 +43,11 @@ def filled_agents(algorithm: str, **settings):
 
 def assert_same(graphed, plain, updates: int):
     for _ in range(updates):
-        ours, theirs = [next(iter(agent.update_many(agent.buffer, 1))) for agent in (graphed, plain)]
+        ours, theirs = [next(iter(agent.strategy.updates(agent.buffer, 1))) for agent in (graphed, plain)]
         torch.testing.assert_close(ours["train/loss"], theirs["train/loss"], rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(graphed.q_flat.param, plain.q_flat.param, rtol=1e-5, atol=1e-6)
     observations = np.random.default_rng(2).standard_normal((1, 4)).astype(np.float32)
-    assert graphed.greedy_actions(observations).tolist() == plain.greedy_actions(observations).tolist()
+    assert graphed.strategy.greedy(observations).tolist() == plain.strategy.greedy(observations).tolist()
 
 
 @needs_cuda
@@ -53,10 +56,10 @@ def assert_same(graphed, plain, updates: int):
 def test_graphed_updates_and_actions_equal_the_plain_ones_before_and_after_a_live_change(algorithm, settings):
     graphed, plain = filled_agents(algorithm, **settings)
     assert_same(graphed, plain, 20)
-    assert any(key[0] == "update" for key in graphed.graphs.graphs), "the updates did not go through a graph"
+    assert any(key[0] == "update" for key in graphed.strategy.graphs.graphs), "the updates did not go through a graph"
     for agent in (graphed, plain):
         agent.apply_live_changes({"learning_rate": 1e-2, "max_grad_norm": 0.5})
-    assert not graphed.graphs.graphs  # the old ones held the old learning rate
+    assert not graphed.strategy.graphs.graphs  # the old ones held the old learning rate
     assert_same(graphed, plain, 20)
     for agent in (graphed, plain):
         agent.update_target()
@@ -69,6 +72,6 @@ def test_a_dqn_run_on_the_gpu_trains_through_graphs_and_reports_its_losses():
     from trainer.events import ListSink
     sink = ListSink()
     summary = agent.learn(2_000, sink=sink, eval_episodes=2, log_interval=500)
-    assert summary["status"] == "succeeded" and agent.graphs.graphs
+    assert summary["status"] == "succeeded" and agent.strategy.graphs.graphs
     losses = [event["values"]["train/loss"] for event in sink.of_kind("train") if "train/loss" in event["values"]]
     assert len(losses) >= 3 and all(np.isfinite(losses))

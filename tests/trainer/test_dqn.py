@@ -118,7 +118,7 @@ def test_runner_reports_lifecycle_eval_and_checkpoint_events(tmp_path):
 
 def test_a_failure_is_reported_with_its_traceback():
     agent = trainer.make("dqn", "CartPole-v1", seed=0, **TINY)
-    agent.update = lambda buffer, beta=1.0: 1 / 0
+    agent.targets = lambda batch: 1 / 0  # in every update, whichever strategy runs it
     sink = ListSink()
     with pytest.raises(ZeroDivisionError):
         agent.learn(300, sink=sink)
@@ -143,8 +143,9 @@ def test_plain_networks_act_through_numpy_views_that_follow_every_update_and_loa
     from trainer.checkpoint import load_checkpoint, save_checkpoint
 
     agent = trainer.make("dqn", "CartPole-v1", seed=0, **TINY)
-    assert agent.hand_path and agent.numpy_q_network is not None
-    assert not any(trainer.make(name, "CartPole-v1", **TINY).hand_path for name in ("dueling-dqn", "noisy-dqn", "c51"))
+    assert agent.strategy.numpy_q_network is not None
+    assert not any(getattr(trainer.make(name, "CartPole-v1", **TINY).strategy, "numpy_q_network", None)
+                   for name in ("dueling-dqn", "noisy-dqn", "c51"))
     observations = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
 
     def q_values(model):
@@ -152,10 +153,11 @@ def test_plain_networks_act_through_numpy_views_that_follow_every_update_and_loa
             return model.q_network(torch.as_tensor(observations)).numpy()
 
     before = q_values(agent)
-    np.testing.assert_allclose(agent.numpy_q_network(observations), before, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(agent.strategy.numpy_q_network(observations), before, rtol=1e-5, atol=1e-6)
     agent.learn(300)  # optimizer steps change the weights in place
     assert not np.allclose(q_values(agent), before)
-    np.testing.assert_allclose(agent.numpy_q_network(observations), q_values(agent), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(agent.strategy.numpy_q_network(observations), q_values(agent), rtol=1e-5,
+                               atol=1e-6)
     np.testing.assert_array_equal(agent.act(observations, deterministic=True), q_values(agent).argmax(axis=1))
     loaded = load_checkpoint(save_checkpoint(agent, tmp_path / "dqn.safetensors"), device="cpu")
-    np.testing.assert_allclose(loaded.numpy_q_network(observations), q_values(agent), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(loaded.strategy.numpy_q_network(observations), q_values(agent), rtol=1e-5, atol=1e-6)

@@ -162,10 +162,15 @@ def test_polyak_target_updates_move_the_target_by_tau():
 def test_replay_ratio_sets_updates_per_env_step():
     agent = trainer.make("dqn", "CartPole-v1", replay_ratio=0.25, num_envs=2, **TINY)
     counted = []
-    original = agent.update
-    agent.update = lambda buffer, beta=1.0: counted.append(1) or original(buffer, beta)
+    original = agent.strategy.updates
+
+    def counting(buffer, count, beta=1.0):
+        counted.append(count)
+        yield from original(buffer, count, beta)
+
+    agent.strategy.updates = counting
     agent.learn(232)
-    assert len(counted) == (232 - 32) // 4
+    assert sum(counted) == (232 - 32) // 4
 
 
 @pytest.mark.parametrize("algorithm", list(PRESETS))
@@ -201,11 +206,11 @@ def test_a_training_phase_with_shared_targets_equals_one_step_at_a_time(extra):
     twin.learn(200)  # training is deterministic given the seed: the twin is in the same state
     for mine, theirs in zip(agent.q_network.parameters(), twin.q_network.parameters()):
         assert torch.equal(mine, theirs)
-    list(agent.update_many(agent.buffer, 5))
+    list(agent.strategy.updates(agent.buffer, 5))  # the CPU strategy's shared targets
     indices = twin.buffer.sample_indices(5 * 16, twin.rng)
     for k in range(5):
         batch = twin.buffer.batch(indices[k * 16:(k + 1) * 16], twin.config.n_step_return, twin.config.gamma)
-        twin.learn_from(batch, twin.targets(batch))
+        twin.strategy.learn_from(batch, twin.targets(batch))
     for mine, theirs in zip(agent.q_network.parameters(), twin.q_network.parameters()):
         assert torch.allclose(mine, theirs, atol=1e-6)
 
@@ -235,3 +240,31 @@ def test_noisy_dqn_fills_replay_with_random_actions_then_acts_on_fresh_noise_eve
     warm_up = agent.buffer.actions[:200]
     assert 0.3 < warm_up.mean() < 0.7  # uniform random actions
     assert len(draws) >= 400  # one draw per env step (plus one per update)
+
+
+@pytest.mark.parametrize("algorithm, hand_gradients, shared_targets, numpy_acting", [
+    ("dqn", True, True, True),
+    ("double-dqn", True, False, True),  # the online network's next actions change with every update
+    ("per-dqn", True, False, True),  # so do the priorities
+    ("dueling-dqn", False, True, False),  # not a plain stack of Linear layers: autograd, torch acting
+    ("c51", False, True, False),
+])
+def test_the_cpu_strategy_takes_each_fast_part_only_where_it_applies(algorithm, hand_gradients, shared_targets,
+                                                                     numpy_acting):
+    from trainer.update_strategies import CPUDQN
+
+    strategy = trainer.make(algorithm, "CartPole-v1", seed=0, device="cpu", **TINY).strategy
+    assert isinstance(strategy, CPUDQN)
+    assert (strategy.learn_from == strategy.hand_learn_from) is hand_gradients
+    assert strategy.shared_targets is shared_targets
+    assert (strategy.numpy_q_network is not None) is numpy_acting
+
+
+def test_noisy_nets_and_switched_off_parts_train_through_the_plain_code():
+    from trainer.update_strategies import PlainDQN, for_dqn
+
+    for agent in (trainer.make("noisy-dqn", "CartPole-v1", seed=0, device="cpu", **TINY),
+                  trainer.make("rainbow", "CartPole-v1", seed=0, device="cpu", **TINY)):
+        assert type(agent.strategy) is PlainDQN
+    agent = trainer.make("dqn", "CartPole-v1", seed=0, device="cpu", **TINY)
+    assert type(for_dqn(agent, hand_gradients=False, shared_targets=False, numpy_acting=False)) is PlainDQN

@@ -24,8 +24,7 @@ from trainer.agent import Agent
 from trainer.buffers import (FrameStackReplayBuffer, PrioritizedFrameStackReplayBuffer, PrioritizedReplayBuffer,
                              ReplayBatch, ReplayBuffer)
 from trainer.envs import finished_episodes, is_atari, real_next_observations
-from trainer import cpu_speed
-from trainer.cuda_graphs import Graphs
+from trainer import update_strategies
 from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
 from trainer.networks import NoisyLinear, ObservationEncoder, mlp, parse_hidden_layers, reset_noise, run_layers
 from trainer.params import param, vectorization_param
@@ -187,18 +186,15 @@ class DQN(Agent):
         self.q_flat = FlatParameters(self.q_network.parameters())
         self.target_flat = FlatParameters(self.target_network.parameters(), gradients=False)
         self.optimizer = FlatAdam([self.q_flat.param], lr=c.learning_rate, eps=c.optimizer_epsilon)
-        # a plain Linear/ReLU Q-network on a CPU learns with hand-written gradients and acts through numpy
-        # (trainer.cpu_speed); anywhere else, the autograd loss of learn_from
-        self.hand_path = not (c.dueling or c.categorical) and cpu_speed.hand_paths_apply(
-            self.device, torch.float32, [self.q_network.encoder, *self.q_network._body], activations=(nn.ReLU,))
-        self.numpy_q_network = cpu_speed.numpy_network(self.device, self.q_network.encoder, self.q_network._body) \
-            if self.hand_path else None
         self.modules = {"q_network": self.q_network, "target_network": self.target_network}
         self.optimizers = {"optimizer": self.optimizer}
         self.support = torch.linspace(c.v_min, c.v_max, c.num_atoms, device=self.device)
         self.epsilons = self.epsilon_schedules()
         self.beta = linear(c.priority_beta, 1.0, 1.0)
-        self.graphs = Graphs(self.device)  # on a GPU, the update and the act step as CUDA graphs
+        # how a training phase's updates and the act steps run: as written below, or a faster strategy with
+        # the same numbers on this machine (CUDA graphs on a GPU; hand-written gradients, shared targets and
+        # numpy acting on a CPU): trainer.update_strategies, chosen there and only there
+        self.strategy = update_strategies.for_dqn(self)
 
     def epsilon_schedules(self) -> list:
         """Each sub-env's epsilon as a function of progress."""
@@ -214,7 +210,7 @@ class DQN(Agent):
         """A new exploration_final_eps is the new end of the epsilon schedule, from the next env step."""
         if "exploration_final_eps" in names:
             self.epsilons = self.epsilon_schedules()
-        self.graphs.clear()  # they hold the old learning rate, clipping norm, ...
+        self.strategy.forget()  # a CUDA graph holds the old learning rate, clipping norm, ...
 
     def q_values(self, network: nn.Module, observations: torch.Tensor) -> torch.Tensor:
         outputs = network(observations)
@@ -223,21 +219,14 @@ class DQN(Agent):
         return outputs
 
     def greedy_actions(self, observations: np.ndarray) -> np.ndarray:
-        if self.numpy_q_network is not None:
-            return self.numpy_q_network(observations).argmax(axis=1)
+        """argmax_a Q(s, a) (the strategy may act faster: `self.strategy.greedy`)."""
         observations = torch.as_tensor(observations, device=self.device)
-        if self.graphs.enabled and self.q_network.training:  # (evaluation acts on the mean weights, eagerly)
-            return self.graphs.call("act", self.greedy_on, [observations]).cpu().numpy()
         with torch.inference_mode():  # no autograd bookkeeping at all while acting
-            return self.greedy_on(observations).cpu().numpy()
-
-    def greedy_on(self, observations: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            return self.q_values(self.q_network, observations).argmax(dim=1)
+            return self.q_values(self.q_network, observations).argmax(dim=1).cpu().numpy()
 
     def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
         with mean_weights(self.q_network) if deterministic else contextlib.nullcontext():
-            actions = self.greedy_actions(observations)
+            actions = self.strategy.greedy(observations)
         if not deterministic and not self.config.noisy:
             explore = self.rng.random(len(actions)) < self.config.exploration_final_eps
             actions[explore] = self.rng.integers(0, self.action_space.n, size=int(explore.sum()))
@@ -248,61 +237,29 @@ class DQN(Agent):
         explore = self.rng.random(len(observations)) < epsilons
         actions = self.rng.integers(0, self.action_space.n, size=len(observations))
         if not explore.all():
-            actions = np.where(explore, actions, self.greedy_actions(observations))
+            actions = np.where(explore, actions, self.strategy.greedy(observations))
         return actions
 
     def update(self, buffer: ReplayBuffer, beta: float = 1.0) -> dict[str, torch.Tensor]:
-        """One gradient step on a fresh batch."""
+        """One gradient step on a fresh batch: its TD targets, then the loss's step (`learn_from`)."""
+        batch = self.sample(buffer, beta)
+        metrics = self.learn_from(batch, self.targets(batch))
+        if self.config.prioritized_replay:
+            buffer.update_priorities(batch.indices, metrics.pop("priorities"))
+        return metrics
+
+    def sample(self, buffer: ReplayBuffer, beta: float) -> ReplayBatch:
+        """A batch for the next update, prioritized with importance weights to the power `beta` if asked;
+        noisy nets draw fresh noise for both networks before every optimisation step (in place)."""
         c = self.config
         if c.prioritized_replay:
             batch = buffer.sample(c.batch_size, self.rng, c.n_step_return, c.gamma, beta=beta)
         else:
             batch = buffer.sample(c.batch_size, self.rng, c.n_step_return, c.gamma)
-        if c.noisy:  # fresh noise for both networks before every optimisation step (in place: graphs see it)
+        if c.noisy:
             reset_noise(self.q_network)
             reset_noise(self.target_network)
-        if c.prioritized_replay:  # (its priorities go back to the CPU: not a graph)
-            metrics = self.learn_from(batch, self.targets(batch))
-            buffer.update_priorities(batch.indices, metrics.pop("priorities"))
-            return metrics
-        tensors = [batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated, batch.discounts]
-        if not any(self.optimizer.state.values()):  # the first step makes Adam's state, which a graph finds in place
-            return self.update_on(*tensors)
-        return self.graphs.call("update", self.update_on, tensors, restore=self.trained_tensors)
-
-    def update_on(self, obs, actions, rewards, next_obs, terminated, discounts) -> dict[str, torch.Tensor]:
-        batch = ReplayBatch(obs, actions, rewards, next_obs, terminated, discounts)
-        return self.learn_from(batch, self.targets(batch))
-
-    def trained_tensors(self) -> list[torch.Tensor]:
-        """What an update changes: the Q-network's weights and Adam's state."""
-        return [self.q_flat.param, *(value for state in self.optimizer.state.values() for value in state.values()
-                                     if isinstance(value, torch.Tensor))]
-
-    def update_many(self, buffer: ReplayBuffer, count: int, beta: float = 1.0):
-        """`count` gradient steps. Where nothing the targets depend on changes between the steps (no
-        double Q, noise or priorities; the target network only moves between training phases), the
-        targets of all the phase's batches are computed in one pass: the same maths, less overhead."""
-        c = self.config
-        # (on a GPU, the updates one by one are each one graph replay, cheaper than this)
-        independent = not (c.double_q or c.noisy or c.prioritized_replay or self.graphs.enabled)
-        observation_bytes = np.prod(self.observation_space.shape) * self.observation_space.dtype.itemsize
-        # (at most 16,384 samples at once: a phase's targets are then worked out within a second, so a
-        # cancel is not held up by them)
-        if not independent or count <= 1 or count * c.batch_size * observation_bytes > 64 * 2**20 \
-                or count * c.batch_size > 16_384:
-            for _ in range(count):
-                yield self.update(buffer, beta)
-            return
-        batches = buffer.batch(buffer.sample_indices(count * c.batch_size, self.rng), c.n_step_return, c.gamma)
-        # in chunks of about 512 samples, whose activations stay in the CPU's cache (twice as fast)
-        chunk = max(c.batch_size, 512 // c.batch_size * c.batch_size)
-        targets = torch.cat([self.targets(batches.part(slice(start, start + chunk)))
-                             for start in range(0, count * c.batch_size, chunk)])
-        for k in range(count):
-            rows = slice(k * c.batch_size, (k + 1) * c.batch_size)
-            batch = batches._replace(obs=batches.obs[rows], actions=batches.actions[rows])
-            yield self.learn_from(batch, targets[rows])
+        return batch
 
     def targets(self, batch) -> torch.Tensor:
         """TD targets r + gamma^m * Q_target(s', a*), or their projected distribution for C51."""
@@ -328,24 +285,19 @@ class DQN(Agent):
         w_i the importance weights of prioritized replay (else 1)."""
         c = self.config
         actions = batch.actions.long()
-        if not self.hand_path:
-            outputs = self.q_network(batch.obs)[torch.arange(len(actions), device=self.device), actions]
-            if c.categorical:
-                per_sample = -(target * outputs.log_softmax(dim=1)).sum(dim=1)  # cross-entropy
-                q = (outputs.softmax(dim=1) * self.support).sum(dim=1).detach()
+        outputs = self.q_network(batch.obs)[torch.arange(len(actions), device=self.device), actions]
+        if c.categorical:
+            per_sample = -(target * outputs.log_softmax(dim=1)).sum(dim=1)  # cross-entropy
+            q = (outputs.softmax(dim=1) * self.support).sum(dim=1).detach()
+        else:
+            if c.delta_clip > 0:
+                per_sample = F.huber_loss(outputs, target, delta=c.delta_clip, reduction="none")
             else:
-                if c.delta_clip > 0:
-                    per_sample = F.huber_loss(outputs, target, delta=c.delta_clip, reduction="none")
-                else:
-                    per_sample = F.mse_loss(outputs, target, reduction="none")
-                q = outputs.detach()
-            loss = (per_sample * batch.weights).mean() if batch.weights is not None else per_sample.mean()
-            self.q_flat.zero_grad()
-            loss.backward()
-        else:  # a plain Q-network on a CPU: the same loss, its gradients worked out by hand (trainer.cpu_speed)
-            per_sample, q = cpu_speed.td_loss_gradients(self.q_network._body, self.q_network.encoder(batch.obs), actions,
-                                                        target, batch.weights, c.delta_clip)
-            loss = (per_sample * batch.weights).mean() if batch.weights is not None else per_sample.mean()
+                per_sample = F.mse_loss(outputs, target, reduction="none")
+            q = outputs.detach()
+        loss = (per_sample * batch.weights).mean() if batch.weights is not None else per_sample.mean()
+        self.q_flat.zero_grad()
+        loss.backward()
         if c.max_grad_norm > 0:
             clip_grad_norm([self.q_flat], c.max_grad_norm)
         self.optimizer.step()
@@ -408,7 +360,7 @@ class DQN(Agent):
                         updates, update_credit = int(update_credit), update_credit - int(update_credit)
                     else:
                         updates = c.gradient_steps if crossed(before, self.steps_done, c.train_frequency) else 0
-                    for metrics in self.update_many(buffer, updates, beta=self.beta(runner.progress)):
+                    for metrics in self.strategy.updates(buffer, updates, beta=self.beta(runner.progress)):
                         runner.record(metrics)
                         if runner.should_stop():  # a cancel ends a long training phase within a second
                             break
