@@ -6,10 +6,17 @@ Every CELERY_* setting in rlweb/settings.py configures it (late acks, prefetch o
 timeout above the longest run, json only, results ignored).
 
 One process, and one only, also runs the beat scheduler: `celery -A rlweb beat` (best: a worker busy
-with a run cannot take the sweep meanwhile), or a worker started with `--beat`. It sends the periodic sweep
-(lifecycle.sweep) that marks runs whose heartbeat went stale as `lost` and sends again the runs whose
-sending failed, on the default queue (cpu). Sweeps that waited longer than one period expire unrun, so
-they never pile up behind a long run.
+with a run cannot take a chore meanwhile), or a worker started with `--beat`. It sends the periodic chores,
+one entry each, on the default queue (cpu); each app's tasks.py defines its own:
+
+- `rlweb.reap_lost_runs` (experiments): runs whose heartbeat went stale become `lost`, and runs whose
+  sending failed are sent again;
+- `rlweb.fail_stale_checkpoint_jobs` (experiments): checkpoint jobs left running by a vanished worker fail;
+- `rlweb.advance_sweeps` (sweeps): trials that ended are told to Optuna and the next ones start (a worker
+  also does this as soon as a trial's run ends; this is the safety net).
+
+Pages only read: none of this happens because someone opened one. A chore that waited longer than its
+period expires unrun, so chores never pile up behind a long run.
 """
 
 import os
@@ -22,8 +29,17 @@ app = Celery("rlweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-LOST_RUN_SWEEP_SECONDS = 10.0
+LOST_RUN_REAP_SECONDS = 10.0
+CHECKPOINT_JOB_CHORE_SECONDS = 10.0
+SWEEP_CHORE_SECONDS = 10.0
+
+
+def chore(task: str, seconds: float) -> dict:
+    return {"task": task, "schedule": seconds, "options": {"expires": seconds}}
+
+
 app.conf.beat_schedule = {
-    "mark-lost-runs": {"task": "rlweb.mark_lost_runs", "schedule": LOST_RUN_SWEEP_SECONDS,
-                       "options": {"expires": LOST_RUN_SWEEP_SECONDS}},
+    "reap-lost-runs": chore("rlweb.reap_lost_runs", LOST_RUN_REAP_SECONDS),
+    "fail-stale-checkpoint-jobs": chore("rlweb.fail_stale_checkpoint_jobs", CHECKPOINT_JOB_CHORE_SECONDS),
+    "advance-sweeps": chore("rlweb.advance_sweeps", SWEEP_CHORE_SECONDS),
 }

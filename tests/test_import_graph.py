@@ -1,4 +1,5 @@
-"""No import circles in `trainer` or in the web app (`rlweb`, its `experiments` and `accounts` apps).
+"""No import circles in `trainer` or in the web app (`rlweb`, its `experiments`, `sweeps` and `accounts` apps), and
+imports that follow the layers (`LAYERS`): which part of the code may import which.
 
 Every module of a package is parsed with `ast` (nothing is imported), and each import statement in it
 adds an edge from that module to the module it names, wherever the statement sits: at the top of the
@@ -25,6 +26,11 @@ What counts as an edge, for a module M of the package being checked:
 A circle is a strongly connected component of that graph with more than one module, or a module that
 imports itself. The test lists every circle, each as one path through it, e.g.
 `trainer.agent -> trainer.checkpoint -> trainer.registry -> trainer.algorithms -> trainer.agent`.
+
+The layers are a table of rules, each "modules under IMPORTER import nothing under FORBIDDEN (except ALLOWED)",
+read from every import statement (at any level, as above; outside packages such as django count here), so that
+one app never reaches into another behind its back: experiments knows nothing of sweeps, which hook into it
+(the `run_ended` signal, the sink's watchers). The test lists every import that breaks a rule, with its line.
 """
 
 from __future__ import annotations
@@ -57,23 +63,16 @@ def is_package(name: str, modules: dict[str, Path]) -> bool:
     return modules[name].name == "__init__.py"
 
 
-def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The modules of the same package that `name` imports, at any level of its code."""
+def import_targets(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, int]]:
+    """(dotted name, line) of everything module `name` imports, at any level of its code: a module of the package
+    where one is named (`from trainer import checkpoint`: trainer.checkpoint), else the module or package the
+    statement names (`from django.db import models`: django.db)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    found: set[str] = set()
-
-    def add(target: str) -> None:
-        # the module itself, or the nearest enclosing module of ours (`import trainer.x.y` of a name y)
-        while target and target not in modules:
-            target = target.rpartition(".")[0]
-        if target:
-            found.add(target)
-
+    found: list[tuple[str, int]] = []
     package = name if is_package(name, modules) else name.rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                add(alias.name)
+            found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base_parts = package.split(".")
@@ -83,13 +82,25 @@ def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str
                 base = node.module or ""
             for alias in node.names:
                 submodule = f"{base}.{alias.name}"
-                add(submodule if submodule in modules else base)
+                found.append((submodule if submodule in modules else base, node.lineno))
         elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None))
               == "import_module"):
             argument = node.args[0] if node.args else None
             assert isinstance(argument, ast.Constant) and isinstance(argument.value, str), (
                 f"{path}:{node.lineno}: import_module with a name this test cannot follow")
-            add(argument.value)
+            found.append((argument.value, node.lineno))
+    return found
+
+
+def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The modules of the same package that `name` imports, at any level of its code."""
+    found: set[str] = set()
+    for target, _ in import_targets(name, path, modules):
+        # the module itself, or the nearest enclosing module of ours (`import trainer.x.y` of a name y)
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target:
+            found.add(target)
     return found  # a module that imports itself keeps that edge: a circle of one
 
 
@@ -169,6 +180,49 @@ def one_path(graph: dict[str, set[str]], component: list[str]) -> str:
     raise AssertionError(f"no circle through {start}")  # a component always has one
 
 
+# --- layers -------------------------------------------------------------------------------------------------
+
+# (importer, forbidden, allowed, why): modules under `importer` import nothing under `forbidden`, except what is
+# under one of `allowed`. "Under" a dotted name: that module or package, or anything inside it.
+LAYERS = [
+    ("trainer", "rlweb", (), "a training run is a plain call: the trainer knows no web app"),
+    ("trainer", "django", (), "the trainer never imports Django"),
+    ("trainer", "celery", (), "the trainer never imports Celery"),
+    ("trainer", "redis", (), "the trainer never imports Redis"),
+    ("rlweb.experiments", "rlweb.sweeps", (),
+     "experiments knows nothing of sweeps: they hook in (signals.run_ended, the sink's watchers)"),
+    ("rlweb.experiments", "rlweb.accounts", (), "accounts sit below the experiments"),
+    ("rlweb.accounts", "rlweb.sweeps", (), "accounts sit below the sweeps"),
+    ("rlweb.accounts", "rlweb.experiments", ("rlweb.experiments.models",),
+     "accounts sit below the experiments; the users page only counts their runs"),
+    ("rlweb.experiments.models", "rlweb", ("rlweb.experiments.models",),
+     "models hold fields and small queries: they call no other module of ours"),
+    ("rlweb.celery", "rlweb", (), "the Celery app names its periodic chores by task name; autodiscovery finds them"),
+    ("rlweb.settings", "rlweb", (), "settings are read by everything and read nothing of ours"),
+    ("rlweb.devserver", "rlweb", (), "the process supervisor imports only the standard library"),
+    ("rlweb.devserver", "django", (), "the process supervisor imports only the standard library"),
+    ("rlweb.devserver", "celery", (), "the process supervisor imports only the standard library"),
+]
+
+
+def under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def layer_violations(packages=PACKAGES, rules=LAYERS, root: Path = ROOT) -> list[str]:
+    """Every import that breaks a rule of `rules`, as "path:line: importer imports target (why)"."""
+    found = []
+    for package in packages:
+        modules = package_modules(package, root)
+        for name, path in modules.items():
+            for target, line in import_targets(name, path, modules):
+                for importer, forbidden, allowed, why in rules:
+                    if (under(name, importer) and under(target, forbidden)
+                            and not any(under(target, exception) for exception in allowed)):
+                        found.append(f"{path.relative_to(root)}:{line}: {name} imports {target} ({why})")
+    return sorted(set(found))
+
+
 def describe(package: str) -> list[str]:
     graph = import_graph(package)
     return [f"{one_path(graph, component)}  (all of: {', '.join(component)})" for component in circles(graph)]
@@ -205,3 +259,26 @@ def test_it_reads_imports_inside_functions_and_relative_imports(tmp_path):
     assert graph == {"pkg": {"pkg.sub.leaf"}, "pkg.sub": set(), "pkg.sub.leaf": {"pkg.top"},
                      "pkg.top": {"pkg.sub.leaf", "pkg.sub"}, "pkg.other": {"pkg"}}
     assert circles(graph) == [["pkg.sub.leaf", "pkg.top"]]
+
+
+def test_every_import_follows_the_layers():
+    found = layer_violations()
+    assert not found, "imports that break the layers (tests/test_import_graph.py, LAYERS):\n" + "\n".join(found)
+
+
+def test_it_finds_an_import_across_the_layers_hidden_in_a_function(tmp_path):
+    """The checker itself: a forbidden import inside a function, an allowed exception, and an outside package."""
+    package = tmp_path / "web"
+    (package / "runs").mkdir(parents=True)
+    (package / "sweeps").mkdir()
+    for folder in (package, package / "runs", package / "sweeps"):
+        (folder / "__init__.py").write_text("")
+    (package / "sweeps" / "study.py").write_text("from web.runs import models\n")
+    (package / "runs" / "models.py").write_text("import django.db\n")
+    (package / "runs" / "tasks.py").write_text("import os\n\n\ndef train():\n    from ..sweeps import study\n")
+    rules = [("web.runs", "web.sweeps", (), "runs know nothing of sweeps"),
+             ("web.sweeps", "web.runs", ("web.runs.models",), "models only"),
+             ("web.runs.models", "django", (), "no django")]
+    assert layer_violations(["web"], rules, root=tmp_path) == [
+        "web/runs/models.py:1: web.runs.models imports django.db (no django)",
+        "web/runs/tasks.py:5: web.runs.tasks imports web.sweeps.study (runs know nothing of sweeps)"]

@@ -6,7 +6,7 @@ record a video of one episode (rlib's `test()` and `save_videos()` in the source
 
 A job goes to the run's own queue, so a worker with the run's device does it (after the run it may be
 training). The claim is one conditional UPDATE: a second delivery does nothing. A job whose worker died
-fails after `STALE_AFTER` (the periodic sweep); a job that cannot be sent fails at once, saying so.
+fails after `STALE_AFTER` (a periodic chore); a job that cannot be sent fails at once, saying so.
 Cancel, as for runs: a queued job ends `cancelled` at once and its message is revoked (the claim would skip
 it anyway); a running one gets a flag in its row that its worker reads between steps, every
 `STOP_POLL_SECONDS`, and it ends `cancelled` without a result.
@@ -193,7 +193,8 @@ def finish(job_id: int, status: str, **fields) -> str:
 
 
 def fail_stale() -> int:
-    """Running jobs whose worker has not finished them in `STALE_AFTER` fail (the sweep); returns how many."""
+    """Running jobs whose worker has not finished them in `STALE_AFTER` fail (a periodic chore, tasks.py); returns
+    how many."""
     return CheckpointJob.objects.filter(status=Status.RUNNING, started_at__lt=timezone.now() - STALE_AFTER).update(
         status=Status.FAILED, finished_at=timezone.now(),
         error=f"The worker did not finish it within {STALE_AFTER.total_seconds() / 60:.0f} minutes: ask again.")

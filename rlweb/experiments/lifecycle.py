@@ -1,17 +1,19 @@
-"""The life of a run, top to bottom: launch, claim, heartbeat, train, lost sweep, reclaim, resume, cancel, delete.
+"""The life of a run, top to bottom: launch, claim, heartbeat, train, reap lost runs, reclaim, resume, cancel, delete.
 
     launch ──> queued ──claim──> running ──> succeeded | failed | cancelled | pruned (a sweep's trial)
-                 ^                  │  no heartbeat for HEARTBEAT_TIMEOUT s (the sweep), or its worker restarted
+                 ^                  │  no heartbeat for HEARTBEAT_TIMEOUT s (the reaper), or its worker restarted
                  │                  v  (reclaim)
                  └───── resume ── lost | cancelled      a lost run resumes by itself, up to its experiment's limit
 
 Every change of a run's status is one conditional UPDATE: it names the status it leaves (and, for a
 running run, the attempt it belongs to), so of two processes racing for a run (a cancel and a claim, a
-resume and a delete, two sweeps) exactly one wins and the other sees that it lost. Cancel sets the
+resume and a delete, two reapers) exactly one wins and the other sees that it lost. Cancel sets the
 `stop_requested` column whatever the state; the Redis stop key is only its fast path.
 
 Layers point one way: views call this module; it changes the models, streams through sink.py and sends
 the training task by name; tasks.py (the worker's side of Celery) calls back into it. Models queue nothing.
+A run that reaches a final state is announced with the `run_ended` signal (signals.py): other apps (sweeps)
+listen to it; this app imports none of them.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import tempfile
 import threading
 import traceback
 import uuid
-from datetime import timedelta
 
 import redis
 import trainer
@@ -37,8 +38,8 @@ from kombu.exceptions import OperationalError
 from trainer.events import make_event
 
 from rlweb.celery import app
-from rlweb.experiments import history, redis_keys
-from rlweb.experiments.sink import RedisSink
+from rlweb.experiments import history, redis_keys, signals
+from rlweb.experiments.sink import RedisSink, worker_sink
 from rlweb.experiments.models import Checkpoint, Experiment, Run
 
 logger = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ def launch(experiment: Experiment) -> list[Run]:
 def enqueue(run: Run) -> None:
     """Send a queued run to its device's queue once the current transaction commits; its task id is stored
     first. When the task queue (Redis) cannot be reached the run stays queued, marked `send_failed`, and
-    the sweep sends it again."""
+    the lost-run reaper sends it again."""
     if not run.task_id:
         run.task_id = str(uuid.uuid4())
         Run.objects.filter(pk=run.pk).update(task_id=run.task_id)
@@ -94,8 +95,9 @@ def claim(run_id: int, worker: str = "") -> tuple[Run, Checkpoint | None] | None
     checkpoint it goes on from (None: from scratch). None when it is not queued any more (cancelled, or
     another delivery got it); a run cancelled while its message waited ends `cancelled` here."""
     now = timezone.now()
-    Run.objects.filter(pk=run_id, status=Status.QUEUED, stop_requested=True).update(
-        status=Status.CANCELLED, finished_at=now)
+    if Run.objects.filter(pk=run_id, status=Status.QUEUED, stop_requested=True).update(
+            status=Status.CANCELLED, finished_at=now):
+        announce_end(run_id)
     resuming = Run.objects.filter(pk=run_id, resume_requested=True).exists()
     with transaction.atomic():
         claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED, stop_requested=False,
@@ -154,7 +156,7 @@ class Heartbeat:
     """While a run trains, a daemon thread of the worker writes its heartbeat every `HEARTBEAT_SECONDS`,
     whatever the training loop is doing (a long training phase, an ES generation, a stuck env), and passes a
     cancel stored in the database on to the sink (Redis being the fast path, read by the sink itself).
-    A dead worker stops beating: the sweep marks the run lost after `HEARTBEAT_TIMEOUT` seconds.
+    A dead worker stops beating: the lost-run reaper marks the run lost after `HEARTBEAT_TIMEOUT` seconds.
     The beat names the attempt: when the run is no longer this attempt's (lost and resumed elsewhere), the
     thread asks the runner to stop. The thread has its own database connection and closes it at the end."""
 
@@ -201,10 +203,10 @@ class Heartbeat:
 
 # --- train (the worker's side) ------------------------------------------------------------------------------
 
-def train(run_id: int, worker: str = "", make_sink=RedisSink) -> str:
-    """Claim the run, train it to the end with a heartbeat, and record how it ended; "skipped" when it was not
-    queued any more. Returns the run's status. `make_sink(run)` makes the sink it reports to (the task gives
-    the sweeps' one, whose trials ask their pruner)."""
+def train(run_id: int, worker: str = "", make_sink=worker_sink) -> str:
+    """Claim the run, train it to the end with a heartbeat, and record how it ended, then announce the end
+    (`run_ended`); "skipped" when it was not queued any more. Returns the run's status. `make_sink(run)` makes
+    the sink it reports to."""
     claimed = claim(run_id, worker)
     if claimed is None:
         logger.info("run %s is not queued any more (cancelled, or another delivery has it): skipping", run_id)
@@ -215,8 +217,22 @@ def train(run_id: int, worker: str = "", make_sink=RedisSink) -> str:
     torch.set_num_threads(settings.TORCH_THREADS)  # one run per process; threads set on purpose, not by default
     sink = make_sink(run)
     with Heartbeat(run, sink), stop_on_sigterm(sink):
-        train_and_record(run, checkpoint, sink)
+        recorded = train_and_record(run, checkpoint, sink)
+    if recorded:  # after the heartbeat and the SIGTERM handler: a receiver may take its time
+        announce_end(run.pk)
     return Run.objects.filter(pk=run.pk).values_list("status", flat=True).first() or "deleted"
+
+
+def announce_end(run_id: int) -> None:
+    """Send `run_ended` for a run now in a final state (nothing when it is not: resumed meanwhile, or deleted).
+    A receiver that fails is logged; the run's end is already written, and the others still hear of it."""
+    status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+    if status not in Run.FINISHED:
+        return
+    for receiver, result in signals.run_ended.send_robust(sender=Run, run_id=run_id, status=status):
+        if isinstance(result, Exception):
+            logger.error("run %s: a receiver of run_ended (%s) failed: %r", run_id, receiver, result,
+                         exc_info=(type(result), result, result.__traceback__))
 
 
 @contextlib.contextmanager
@@ -245,9 +261,9 @@ def stop_on_sigterm(sink: RedisSink):
             signal.raise_signal(signal.SIGTERM)
 
 
-def train_and_record(run: Run, checkpoint: Checkpoint | None, sink: RedisSink) -> None:
+def train_and_record(run: Run, checkpoint: Checkpoint | None, sink: RedisSink) -> bool:
     """Train a claimed run (from `checkpoint`, when it resumes); a training error ends it `failed` with the
-    traceback, and the worker goes on to its next run."""
+    traceback, and the worker goes on to its next run. False when its end could not be recorded."""
     experiment = run.experiment
     try:
         with tempfile.TemporaryDirectory(prefix=f"rlweb-run{run.pk}-") as folder:
@@ -266,14 +282,14 @@ def train_and_record(run: Run, checkpoint: Checkpoint | None, sink: RedisSink) -
             if not sink.ended:  # failed before the runner started: followers still need to hear the end
                 sink.emit(make_event("failed", sink.steps_done, 0.0, {"error": message, "traceback": details}))
             sink.close()
-            finish(run, Status.FAILED, error=message, traceback=details)
-        except DatabaseError:  # the database is gone: the heartbeat stops and the sweep marks the run lost
+            return finish(run, Status.FAILED, error=message, traceback=details)
+        except DatabaseError:  # the database is gone: the heartbeat stops and the reaper marks the run lost
             logger.exception("run %s: cannot record its failure", run.pk)
-        return
+        return False
     sink.close()
-    if getattr(sink, "pruned_at", None) is not None and summary.get("status") == "cancelled":
-        summary["status"] = Status.PRUNED  # stopped by its sweep's pruner, not by a cancel
-    record_summary(run, summary)
+    if sink.ended_as and summary.get("status") == "cancelled":
+        summary["status"] = sink.ended_as  # stopped by a watcher of its sink (a sweep's pruner), not by a cancel
+    return record_summary(run, summary)
 
 
 def load_agent(run: Run, checkpoint: Checkpoint | None, folder: str):
@@ -289,7 +305,7 @@ def load_agent(run: Run, checkpoint: Checkpoint | None, folder: str):
     return agent
 
 
-def record_summary(run: Run, summary: dict) -> None:
+def record_summary(run: Run, summary: dict) -> bool:
     """The runner's summary: succeeded, cancelled or pruned, with the final evaluation. The best return of a resumed
     run is the best of all its attempts."""
     run.refresh_from_db(fields=["eval_return_mean", "eval_return_std", "best_eval_return", "steps_done"])
@@ -300,7 +316,7 @@ def record_summary(run: Run, summary: dict) -> None:
     if run.start_step and run.best_eval_return is not None:
         best = run.best_eval_return if best is None else max(best, run.best_eval_return)
     status = {"cancelled": Status.CANCELLED, "pruned": Status.PRUNED}.get(summary.get("status"), Status.SUCCEEDED)
-    finish(run, status, best_eval_return=best, heartbeat_at=timezone.now(), **fields)
+    return finish(run, status, best_eval_return=best, heartbeat_at=timezone.now(), **fields)
 
 
 def finish(run: Run, status: str, **fields) -> bool:
@@ -314,17 +330,17 @@ def finish(run: Run, status: str, **fields) -> bool:
     return bool(ended)
 
 
-# --- lost: the sweep, and a restarted worker reclaiming its runs ---------------------------------------------
+# --- lost: the reaper, and a restarted worker reclaiming its runs --------------------------------------------
 
 LOST_ERROR = "The worker stopped sending heartbeats (it was stopped or lost its connection)."
 RECLAIMED_ERROR = "The worker restarted while the run trained (it was killed or crashed)."
 
 
-def sweep() -> int:
-    """The periodic sweep (celery beat): runs whose heartbeat went stale become lost (and resume by themselves),
-    and runs whose sending failed are sent again. Cheap when nothing is stale (one indexed query) and safe to
-    run in several processes at once. Returns how many were lost. The list and detail pages mark lost runs
-    too, but leave the sending to the sweep: a page must not wait for an unreachable Redis."""
+def reap_lost_runs() -> int:
+    """The lost-run reaper, a periodic chore (celery beat, tasks.reap_lost_runs): runs whose heartbeat went
+    stale become lost (and resume by themselves), and runs whose sending failed are sent again. Cheap when
+    nothing is stale (one indexed query) and safe to run in several processes at once. Returns how many were
+    lost. Pages write nothing: until the reaper comes, they show a silent run as lost (Run.not_responding)."""
     lost = mark_lost_runs()
     if Run.objects.filter(status=Status.QUEUED, send_failed=True).exists():
         send_unsent()
@@ -333,9 +349,8 @@ def sweep() -> int:
 
 def mark_lost_runs() -> int:
     """Running runs without a heartbeat for `HEARTBEAT_TIMEOUT` seconds become lost; returns how many."""
-    stale = Q(heartbeat_at__lt=timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT)) | Q(
-        heartbeat_at__isnull=True)
-    candidates = Run.objects.filter(stale, status=Status.RUNNING).values_list("pk", "attempts")
+    stale = Run.silent()
+    candidates = Run.objects.filter(stale).values_list("pk", "attempts")
     return sum(lose(run_id, attempt, LOST_ERROR, stale) for run_id, attempt in candidates)
 
 
@@ -349,13 +364,15 @@ def reclaim(worker: str, started_before) -> int:
 
 def lose(run_id: int, attempt: int, error: str, condition: Q = Q()) -> bool:
     """Mark one attempt of a running run lost, then resume it when its experiment says so, in one transaction
-    (a page never sees `lost` in between); False when it is not running that attempt any more."""
+    (a page never sees `lost` in between); False when it is not running that attempt any more. A run that stays
+    lost (or ends failed, out of resumes) is announced (`run_ended`)."""
     with transaction.atomic():
         if not Run.objects.filter(condition, pk=run_id, status=Status.RUNNING, attempts=attempt).update(
                 status=Status.LOST, finished_at=timezone.now(), error=error):
             return False
         logger.warning("run %s: lost (%s)", run_id, error)
         resume_lost(Run.objects.select_related("experiment").get(pk=run_id))
+    announce_end(run_id)
     return True
 
 
@@ -421,6 +438,7 @@ def cancel(run: Run) -> str:
     if Run.objects.filter(pk=run.pk, status=Status.QUEUED).update(status=Status.CANCELLED,
                                                                     finished_at=timezone.now()):
         revoke(run.task_id)
+        announce_end(run.pk)
         return Status.CANCELLED
     run.refresh_from_db(fields=["status"])
     if run.status != Status.RUNNING:  # a claim found the flag and cancelled it, or it has just ended

@@ -15,6 +15,10 @@ not add to the stream in a bounded buffer, leaves Redis alone for a back-off, an
 answers again, after writing every event to the database first (so a follower that finds a gap in the
 stream reads it from there). When the database does not answer, its events wait in memory and each flush
 tries again; after `database_patience` seconds (or too many events) the run ends with a clear error.
+
+Watchers: other apps see a worker's runs through a hook (`watch_runs`), never by this app importing them. The
+sweeps app registers one in its AppConfig.ready() that reports a trial's evaluations to its pruner and stops
+the run once pruned.
 """
 
 from __future__ import annotations
@@ -79,6 +83,31 @@ def sink_client() -> redis.Redis:
                                 socket_timeout=REDIS_TIMEOUT, retry=Retry(NoBackoff(), 0))
 
 
+# --- the hook: other apps watch the runs a worker trains ------------------------------------------------------
+
+WATCHERS: list = []  # `watcher_for(sink)` callables, registered by other apps (the sweeps app, in its ready())
+
+
+def watch_runs(watcher_for) -> None:
+    """Register `watcher_for(sink)`, called for each sink a worker trains a run with (`worker_sink`). It returns
+    None to leave the run alone, or a watcher: a trainer Sink that sees every event the run reports (`emit`,
+    after the sink has it) and may ask the run to stop (`should_stop`, polled with the sink's). One that stops a
+    run names the status the run ends with (`ends_as`, such as "pruned") and why (`reason`); the run's "finished"
+    event carries both. A watcher that raises is logged and dropped: training goes on without it."""
+    if watcher_for not in WATCHERS:
+        WATCHERS.append(watcher_for)
+
+
+def worker_sink(run: Run) -> "RedisSink":
+    """The sink a worker trains `run` with (lifecycle.train): a RedisSink with the registered watchers."""
+    sink = RedisSink(run)
+    for watcher_for in WATCHERS:
+        watcher = watcher_for(sink)
+        if watcher is not None:
+            sink.watchers.append(watcher)
+    return sink
+
+
 class DatabaseUnavailable(DatabaseError):
     """The database did not answer for longer than the sink waits: the run ends with this error."""
 
@@ -99,7 +128,7 @@ class RedisSink(Sink):
         self.redis_failures = 0  # in a row: the back-off grows with them
         self.redis_retry_at = 0.0  # monotonic time before which Redis is left alone
         self.stream_behind = False  # a Redis call failed: the database gets every event before the stream more
-        # give up on the database before the lost-run sweep would take the run for dead
+        # give up on the database before the lost-run reaper would take the run for dead
         self.database_patience = settings.HEARTBEAT_TIMEOUT / 2 if database_patience is None else database_patience
         self.database_down_since: float | None = None
         # after every seq an earlier attempt may have sent (lifecycle.forget_dead_attempt raised `last_seq`)
@@ -111,6 +140,8 @@ class RedisSink(Sink):
         self.stop_requested = False  # set on SIGTERM or a cancel the heartbeat read (lifecycle.py)
         self.replay = changes_to_replay(run, run.stored_seq())  # hyperparameter changes this attempt owes
         self.changes_taken: set = set()  # ids handed to the runner (a change may come by Redis and by replay)
+        self.watchers: list[Sink] = []  # other apps' (`watch_runs`); worker_sink adds them
+        self.stopped_by: Sink | None = None  # the watcher that asked the run to stop
         if self.seq == 0:
             self.redis_call(self.client.delete, stream_key(run.pk))
         if MetricBucket.objects.filter(run=run, last_seq__gt=self.seq).exists():
@@ -119,6 +150,8 @@ class RedisSink(Sink):
     def emit(self, event: dict) -> None:
         kind = event["kind"]
         values = plain(event.get("values") or {})
+        if kind == "finished" and self.stopped_by is not None:  # not a cancel: the watcher says how it ended
+            values.update(status=self.stopped_by.ends_as, reason=self.stopped_by.reason)
         if kind == "checkpoint" and values.get("path"):
             values["checkpoint_id"] = self.store_checkpoint(values, int(event["step"]))
         if kind == "video" and values.get("path"):
@@ -138,12 +171,33 @@ class RedisSink(Sink):
         self.ended = self.ended or kind in TERMINAL_KINDS
         if kind in LIFECYCLE_KINDS or len(self.pending) >= self.batch_size or self.flush_due():
             self.flush()
+        for watcher in list(self.watchers):
+            self.ask_watcher(watcher, "emit", record)
+
+    def ask_watcher(self, watcher: Sink, method: str, *args):
+        """`watcher.method(*args)`; a watcher that raises is logged and dropped (None)."""
+        try:
+            return getattr(watcher, method)(*args)
+        except Exception:
+            logger.exception("run %s: a watcher of its sink failed; training goes on without it", self.run.pk)
+            self.watchers.remove(watcher)
+            return None
+
+    @property
+    def ended_as(self) -> str | None:
+        """The status that the watcher which stopped the run names (a sweep's "pruned"); None: none stopped it."""
+        return self.stopped_by.ends_as if self.stopped_by is not None else None
 
     def should_stop(self) -> bool:
         """Polled about twice a second by the runner: also the moment to persist and beat the heart."""
         if self.flush_due():
             self.flush()
-        return self.stop_requested or bool(self.redis_call(self.client.exists, stop_key(self.run.pk)))
+        if self.stop_requested or bool(self.redis_call(self.client.exists, stop_key(self.run.pk))):
+            return True
+        if self.stopped_by is None:
+            self.stopped_by = next((watcher for watcher in list(self.watchers)
+                                    if self.ask_watcher(watcher, "should_stop")), None)
+        return self.stopped_by is not None
 
     def changes(self) -> list[dict]:
         """Polled with `should_stop`: the changes this attempt replays (first time only), then the ones asked for

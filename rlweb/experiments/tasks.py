@@ -1,9 +1,13 @@
 """The worker's side of Celery, kept thin: each task and signal hands over to lifecycle.py.
 
 `train_run` receives only the run id; lifecycle.train claims it with a conditional update (so a second
-delivery exits at once), trains it with a heartbeat thread and records the outcome. When a worker
-starts, it reclaims the runs its own earlier incarnation held (killed or crashed): they are lost at once,
-and it writes itself into the worker registry (workers.py) until it shuts down.
+delivery exits at once), trains it with a heartbeat thread, records the outcome and announces the end
+(`run_ended`, which the sweeps app hears). When a worker starts, it reclaims the runs its own earlier
+incarnation held (killed or crashed): they are lost at once, and it writes itself into the worker registry
+(workers.py) until it shuts down.
+
+This app's periodic chores, each a beat entry of its own (rlweb/celery.py): `reap_lost_runs` and
+`fail_stale_checkpoint_jobs`. The sweeps app has its own (rlweb/sweeps/tasks.py). Pages never do their work.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ from django.utils import timezone
 
 from rlweb.celery import app
 from rlweb.experiments import checkpoint_jobs, lifecycle, workers
-from rlweb.sweeps import study
 
 logger = logging.getLogger(__name__)
 
@@ -25,12 +28,7 @@ registration: workers.Registration | None = None  # this worker's registry entry
 
 @app.task(name=lifecycle.TRAIN_TASK, bind=True)
 def train_run(self, run_id: int) -> str:
-    status = lifecycle.train(run_id, worker=self.request.hostname or "", make_sink=study.sink_for)
-    try:  # a sweep's trial: record it and start the next one now rather than at the periodic sweep
-        study.run_ended(run_id)
-    except Exception:
-        logger.exception("run %s: cannot advance its sweep; the periodic sweep will", run_id)
-    return status
+    return lifecycle.train(run_id, worker=self.request.hostname or "")
 
 
 @app.task(name=checkpoint_jobs.JOB_TASK, bind=True)
@@ -38,14 +36,17 @@ def checkpoint_job(self, job_id: int) -> str:
     return checkpoint_jobs.do(job_id, worker=self.request.hostname or "")
 
 
-@app.task(name="rlweb.mark_lost_runs")
-def mark_lost_runs() -> int:
-    """The periodic sweep (celery beat): lost runs, runs whose sending failed, checkpoint jobs left running, and
-    the hyperparameter sweeps' trials."""
-    checkpoint_jobs.fail_stale()
-    lost = lifecycle.sweep()
-    study.advance_all()  # hyperparameter sweeps: trials to record and to start
-    return lost
+@app.task(name="rlweb.reap_lost_runs")
+def reap_lost_runs() -> int:
+    """A periodic chore (celery beat): runs whose heartbeat went stale become lost (and resume by themselves),
+    and runs whose sending failed are sent again. Returns how many were lost."""
+    return lifecycle.reap_lost_runs()
+
+
+@app.task(name="rlweb.fail_stale_checkpoint_jobs")
+def fail_stale_checkpoint_jobs() -> int:
+    """A periodic chore (celery beat): checkpoint jobs left running by a worker that went away end failed."""
+    return checkpoint_jobs.fail_stale()
 
 
 @worker_ready.connect

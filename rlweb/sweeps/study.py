@@ -2,15 +2,18 @@
 
     create ──> advance: ask Optuna for trials (up to `parallel` at once), each an experiment with one run per seed
                  ^         │
-                 │         v  the runs train on the workers; the first seed's sink reports every evaluation to
-                 │            the trial and asks the pruner: a pruned trial's runs stop with status `pruned`
+                 │         v  the runs train on the workers; the first seed's sink is watched by a PruningSink
+                 │            (trainer/sweep.py) that reports every evaluation to the trial and asks the pruner:
+                 │            a pruned trial's runs stop with status `pruned`
                  └─ advance: a trial whose runs have all ended is told to Optuna (complete, pruned or failed)
 
-`advance` is idempotent and takes a Redis lock per sweep: the worker calls it when a trial's run ends, the
-periodic sweep (celery beat) every 10 s, and the sweep's page when it polls. Everything it needs is in the
-database (the study, the trials, the runs), so a sweep goes on after a restart of everything: queued runs are
-sent again and lost ones resumed by lifecycle.py, and the next `advance` tells and asks what is due.
-The study is in Optuna's own tables of the same database (SQLite or PostgreSQL): no other service.
+`advance` is idempotent and takes a Redis lock per sweep: the worker calls it when a trial's run ends (the
+experiments app's `run_ended` signal, connected in apps.py), and the periodic chore `advance_sweeps` (tasks.py,
+celery beat) every 10 s; pages never do. Everything it needs is in the database (the study, the trials, the
+runs), so a sweep goes on after a restart of everything: queued runs are sent again and lost ones resumed by
+lifecycle.py, and the next `advance` tells and asks what is due.
+The study is in Optuna's own tables of the same database (SQLite or PostgreSQL): no other service. Only
+Optuna's public API is used: a trial is reopened in a worker through the storage's own methods (`trial_for`).
 """
 
 from __future__ import annotations
@@ -25,11 +28,10 @@ import trainer
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-from trainer.sweep import (Dimension, SweepConfig, at_the_floor, finished_trials, finished_values_at, make_pruner,
-                           make_sampler, objective_value)
+from trainer.sweep import (Dimension, PruningSink, SweepConfig, at_the_floor, finished_trials, finished_values_at,
+                           make_pruner, make_sampler, objective_value)
 
 from rlweb.experiments import lifecycle, redis_keys
-from rlweb.experiments.sink import RedisSink
 from rlweb.experiments.models import Event, Experiment, Run
 from rlweb.sweeps.models import Sweep, Trial
 
@@ -88,9 +90,14 @@ def startup_trials(sweep: Sweep) -> int:
     return max(1, min(5, sweep.trials // 4))
 
 
+def objective_of(sweep: Sweep) -> str:
+    """The objective as trainer/sweep.py names it: final, best, last-N, or threshold (the web's own)."""
+    return f"last-{sweep.last_evaluations}" if sweep.objective == "last" else sweep.objective
+
+
 def config_of(sweep: Sweep) -> SweepConfig:
     """The command line's description of the sweep, for its sampler and pruner (trainer/sweep.py)."""
-    objective = f"last-{sweep.last_evaluations}" if sweep.objective == "last" else sweep.objective
+    objective = objective_of(sweep)
     return SweepConfig(algorithm=sweep.algorithm, env_id=sweep.env_id, dimensions=dimensions(sweep),
                        total_steps=sweep.total_steps, eval_interval=sweep.eval_interval,
                        eval_episodes=sweep.eval_episodes, objective=objective, trials=sweep.trials,
@@ -125,14 +132,14 @@ def grid_size(space: list[dict]) -> int:
 
 # --- trials -------------------------------------------------------------------------------------------------
 
-def advance(sweep_id: int, wait: bool = True) -> None:
+def advance(sweep_id: int) -> None:
     """Tell Optuna about the trials that have ended, and start new ones while the sweep has room; then mark it
-    finished when every trial has ended. Safe to call from any process at any time; with `wait` False (a page)
-    it does nothing while another process advances the sweep."""
+    finished when every trial has ended. Safe to call from any process at any time: it waits while another
+    process advances the sweep."""
     try:
         lock = redis_keys.redis_client().lock(f"rlweb:sweep:{sweep_id}:advance", timeout=LOCK_SECONDS,
                                               blocking_timeout=30)
-        if not lock.acquire(blocking=wait):
+        if not lock.acquire():
             return
     except redis.RedisError as error:
         logger.warning("sweep %s: cannot take its lock (%s); it goes on at the next advance", sweep_id, error)
@@ -261,8 +268,7 @@ def run_objective(sweep: Sweep, run: Run) -> float | None:
         return float(reached[0]) if reached else float(NEVER_REACHED * sweep.total_steps)
     if not points:
         return None
-    objective = f"last-{sweep.last_evaluations}" if sweep.objective == "last" else sweep.objective
-    return objective_value([value for _, value in points], objective)
+    return objective_value([value for _, value in points], objective_of(sweep))
 
 
 def pruned_reason(run: Run) -> str:
@@ -276,63 +282,55 @@ def pruned_key(experiment_id: int) -> str:
     return f"rlweb:trial:{experiment_id}:pruned"
 
 
-class TrialSink(RedisSink):
-    """The sink of a trial's run. The first seed's reports each evaluation's value so far (the objective over
-    the evaluations made) to the Optuna trial and asks the pruner; once pruned, the run stops as a cancel
-    does (a final checkpoint) and ends `pruned`, its "finished" event saying why, and a Redis flag stops the
-    trial's other seeds within half a second. A pruner that cannot be asked (the database is busy) never
-    fails the run: it goes on unpruned."""
+def trial_for(study, number: int):
+    """The trial numbered `number` of `study`, to report to and ask its pruner from a process other than the one
+    that asked for it (a worker), through the storage's public methods: Optuna has no lookup by number."""
+    import optuna
 
-    def __init__(self, run: Run, trial: Trial):
-        super().__init__(run)
-        self.sweep = trial.sweep
-        self.trial = trial
-        self.reports = run.seed == min(trial.experiment.runs.values_list("seed", flat=True)) and \
-            self.sweep.pruner != Sweep.Pruner.NONE
-        self.returns = [value for _, value in evaluations(run)]  # a resumed run's earlier evaluations
-        self.pruned_at: int | None = None
-        self.reason = ""
+    storage = storage_at(storage_url())
+    trial_id = storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study.study_name),
+                                                               number)
+    return optuna.trial.Trial(study, trial_id)
 
-    def emit(self, event: dict) -> None:
-        if event["kind"] == "finished" and self.pruned_at is not None:
-            event = {**event, "values": {**event["values"], "status": "pruned", "reason": self.reason}}
-        super().emit(event)
-        value = (event.get("values") or {}).get("eval/return_mean")
-        if event["kind"] == "eval" and isinstance(value, (int, float)):
-            self.returns.append(float(value))
-            if self.reports and self.pruned_at is None and int(event["step"]) < self.sweep.total_steps:
-                try:
-                    self.ask_pruner(int(event["step"]))
-                except Exception as error:  # the pruner is advice: training goes on without it
-                    logger.warning("run %s: cannot ask the pruner (%s); going on", self.run.pk, error)
+
+class TrialPruning(PruningSink):
+    """Watches the sink of a trial's run (rlweb/experiments/sink.py's hook, `watch_trial_run`). The first seed
+    reports each evaluation's value so far to the Optuna trial and asks the pruner; once pruned, the run stops
+    as a cancel does (a final checkpoint) and ends `pruned`, its "finished" event saying why, and a Redis flag
+    stops the trial's other seeds within half a second. A pruner that cannot be asked (the database is busy)
+    never fails the run: it goes on unpruned."""
+
+    def __init__(self, sink, trial: Trial):
+        run, sweep = sink.run, trial.sweep
+        first_seed = run.seed == min(trial.experiment.runs.values_list("seed", flat=True))
+        super().__init__(None, prune=first_seed and sweep.pruner != Sweep.Pruner.NONE, total_steps=sweep.total_steps,
+                         objective=objective_of(sweep), evaluations=[value for _, value in evaluations(run)])
+        self.sink, self.sweep, self.record = sink, sweep, trial
+        self.study = None
 
     def ask_pruner(self, step: int) -> None:
-        import optuna
+        try:
+            super().ask_pruner(step)
+        except Exception as error:  # the pruner is advice: training goes on without it
+            logger.warning("run %s: cannot ask the pruner (%s); going on", self.sink.run.pk, error)
 
-        study = load_study(self.sweep)
-        trial_id = study._storage.get_trial_id_from_study_id_trial_number(study._study_id, self.trial.number)
-        trial = optuna.trial.Trial(study, trial_id)
-        value = self.value_so_far()
-        trial.report(value, step)
-        if trial.should_prune():
-            self.pruned_at = step
-            self.reason = why_pruned(self.sweep, study, step, value)
-            logger.info("run %s: %s", self.run.pk, self.reason)
-            self.redis_call(self.client.set, pruned_key(self.trial.experiment_id), "1", ex=PRUNED_FLAG_SECONDS)
+    def trial_for(self, step: int):
+        self.study = load_study(self.sweep)
+        return trial_for(self.study, self.record.number)
 
-    def value_so_far(self) -> float:
-        """What the pruner compares: the objective over the evaluations so far; for steps-to-threshold, where
-        there is no value before the end, the latest return made negative (a lower return is worse)."""
-        if self.sweep.objective == "threshold":
-            return -self.returns[-1]
-        objective = f"last-{self.sweep.last_evaluations}" if self.sweep.objective == "last" else self.sweep.objective
-        return objective_value(self.returns, objective)
+    def why(self, step: int, value: float) -> str:
+        return why_pruned(self.sweep, self.study, step, value)
+
+    def prune_at(self, step: int, reason: str) -> None:
+        super().prune_at(step, reason)
+        logger.info("run %s: %s", self.sink.run.pk, reason)
+        self.sink.redis_call(self.sink.client.set, pruned_key(self.record.experiment_id), "1", ex=PRUNED_FLAG_SECONDS)
 
     def should_stop(self) -> bool:
-        if self.pruned_at is None and self.redis_call(self.client.exists, pruned_key(self.trial.experiment_id)):
-            self.pruned_at = self.steps_done
-            self.reason = "pruned with the trial's first seed"
-        return super().should_stop() or self.pruned_at is not None
+        if self.pruned_at is None and self.sink.redis_call(self.sink.client.exists,
+                                                           pruned_key(self.record.experiment_id)):
+            super().prune_at(self.sink.steps_done, "pruned with the trial's first seed")
+        return self.pruned_at is not None
 
 
 def why_pruned(sweep: Sweep, study, step: int, value: float) -> str:
@@ -348,27 +346,28 @@ def why_pruned(sweep: Sweep, study, step: int, value: float) -> str:
     return f"pruned at step {step:,}: value so far {value:.2f}, not among the best of its rung (Hyperband)"
 
 
-def sink_for(run: Run) -> RedisSink:
-    """The sink a worker trains `run` with: a trial's runs report to their sweep's pruner."""
-    trial = Trial.objects.select_related("sweep", "experiment").filter(experiment_id=run.experiment_id).first()
-    return TrialSink(run, trial) if trial is not None else RedisSink(run)
+def watch_trial_run(sink) -> TrialPruning | None:
+    """The sink hook (registered in apps.py): a trial's runs report to their sweep's pruner; others are not watched."""
+    trial = Trial.objects.select_related("sweep", "experiment").filter(experiment_id=sink.run.experiment_id).first()
+    return TrialPruning(sink, trial) if trial is not None else None
 
 
-def run_ended(run_id: int) -> None:
-    """After a worker ends a run: advance its sweep, if it is a trial's."""
+def advance_after_run(sender, run_id: int, **kwargs) -> None:
+    """Receives `run_ended` (connected in apps.py): a trial's run has ended, so its sweep advances now rather
+    than at the next periodic chore."""
     sweep_id = Trial.objects.filter(experiment__runs=run_id).values_list("sweep_id", flat=True).first()
     if sweep_id is not None:
         advance(sweep_id)
 
 
 def advance_all() -> None:
-    """The periodic sweep's part: every running sweep, and those with trials still to record."""
+    """The periodic chore (tasks.advance_sweeps): every running sweep, and those with trials still to record."""
     ids = set(Sweep.objects.filter(status=Sweep.Status.RUNNING).values_list("pk", flat=True))
     ids |= set(Trial.objects.filter(state=Trial.State.RUNNING).values_list("sweep_id", flat=True))
     for sweep_id in sorted(ids):
         try:
             advance(sweep_id)
-        except Exception:  # one broken sweep must not stop the others, nor the lost-run sweep
+        except Exception:  # one broken sweep must not stop the others
             logger.exception("sweep %s: cannot advance", sweep_id)
 
 

@@ -49,12 +49,9 @@ def sweep_detail(request, sweep_id: int):
 
 
 def sweep_data(request, sweep_id: int):
-    """The live part of the page: status, trials, best so far. Polling it also advances the sweep."""
-    sweep = owned_sweep(request, sweep_id)
-    if sweep.is_active:
-        study.advance(sweep.pk, wait=False)
-        sweep.refresh_from_db()
-    return JsonResponse(figures.page_data(sweep))
+    """The live part of the page: status, trials, best so far. Only read: the workers and the periodic chore
+    advance the sweep (tasks.py)."""
+    return JsonResponse(figures.page_data(owned_sweep(request, sweep_id)))
 
 
 def sweep_figures(request, sweep_id: int):

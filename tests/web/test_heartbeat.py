@@ -48,7 +48,7 @@ def test_the_heartbeat_goes_on_while_the_training_loop_never_polls_and_stops_wit
             assert timezone.now() - heartbeat_at(running_run) < timezone.timedelta(seconds=1)
             assert lifecycle.mark_lost_runs() == 0
     assert not heartbeat.thread.is_alive()
-    # the worker stopped beating (as a dead one does): the sweep sees it after the timeout
+    # the worker stopped beating (as a dead one does): the reaper sees it after the timeout
     assert wait_for(lambda: lifecycle.mark_lost_runs() == 1, seconds=5)
     assert Run.objects.get(pk=running_run.pk).status == "lost"
 
@@ -67,6 +67,6 @@ def test_an_attempt_that_is_no_longer_the_runs_is_asked_to_stop(running_run):
     with lifecycle.Heartbeat(running_run, sink):
         time.sleep(0.5)
         assert not sink.stop_requested
-        # the sweep took it as lost and another worker claimed the next attempt
+        # the reaper took it as lost and another worker claimed the next attempt
         Run.objects.filter(pk=running_run.pk).update(attempts=2)
         assert wait_for(lambda: sink.stop_requested, seconds=2)

@@ -1,4 +1,4 @@
-"""Lost runs: the sweep and a restarted worker's reclaim mark them lost, and they resume by themselves from their
+"""Lost runs: the lost-run reaper and a restarted worker's reclaim mark them lost, and they resume by themselves from their
 latest checkpoint, up to the experiment's limit; then they end failed with their error."""
 
 import json
@@ -32,7 +32,7 @@ def test_a_lost_run_is_queued_again_by_itself_and_trains_on_from_its_checkpoint(
     final = trained_run.checkpoints.get(tag="final")
     run = running(trained_run, heartbeat_seconds_ago=settings.HEARTBEAT_TIMEOUT + 1, steps_done=final.step)
     with django_capture_on_commit_callbacks(execute=True):
-        assert lifecycle.sweep() == 1
+        assert lifecycle.reap_lost_runs() == 1
     run.refresh_from_db()
     assert run.status == "queued" and run.resume_requested and run.auto_resumes == 1
     assert queued_messages(live_redis) == [run.pk]
@@ -49,7 +49,7 @@ def test_a_run_lost_again_and_again_ends_failed_at_the_experiments_limit(queued_
     for attempt in range(3):
         run = running(queued_run, heartbeat_seconds_ago=settings.HEARTBEAT_TIMEOUT + 1)
         with django_capture_on_commit_callbacks(execute=True):
-            assert lifecycle.sweep() == 1
+            assert lifecycle.reap_lost_runs() == 1
         run.refresh_from_db()
         statuses.append((run.status, run.auto_resumes))
     assert statuses == [("queued", 1), ("queued", 2), ("failed", 2)]
@@ -60,7 +60,7 @@ def test_a_lost_run_stays_lost_when_its_experiment_does_not_resume_by_itself(que
     queued_run.experiment.auto_resume = False
     queued_run.experiment.save()
     running(queued_run, heartbeat_seconds_ago=settings.HEARTBEAT_TIMEOUT + 1)
-    assert lifecycle.sweep() == 1
+    assert lifecycle.reap_lost_runs() == 1
     queued_run.refresh_from_db()
     assert queued_run.status == "lost" and queued_run.is_resumable
 
@@ -69,7 +69,7 @@ def test_a_resume_by_hand_gives_the_run_its_automatic_resumes_again(queued_run, 
                                                                     django_capture_on_commit_callbacks):
     run = running(queued_run, heartbeat_seconds_ago=settings.HEARTBEAT_TIMEOUT + 1, auto_resumes=3)
     with django_capture_on_commit_callbacks(execute=True):
-        lifecycle.sweep()
+        lifecycle.reap_lost_runs()
     run.refresh_from_db()
     assert run.status == "failed"
     Run.objects.filter(pk=run.pk).update(status="cancelled")
@@ -85,14 +85,14 @@ def test_a_starting_worker_reclaims_at_once_the_runs_its_earlier_incarnation_hel
 
     def run(worker, claimed_at):
         made = Run.objects.create(experiment=experiment, total_steps=100)
-        made = running(made, worker=worker)  # a fresh heartbeat: the sweep would wait for the timeout
+        made = running(made, worker=worker)  # a fresh heartbeat: the reaper would wait for the timeout
         Run.objects.filter(pk=made.pk).update(started_at=claimed_at, worker_host=lifecycle.socket.gethostname())
         return made
 
     before = PROCESS_STARTED - timedelta(seconds=60)  # claimed by the incarnation before this process
     held, other_worker, claimed_since = run("celery@box", before), run("celery@other", before), run(
         "celery@box", timezone.now())
-    assert lifecycle.sweep() == 0
+    assert lifecycle.reap_lost_runs() == 0
 
     class Consumer:  # what Celery's worker_ready signal passes: the consumer of the worker that started
         hostname = "celery@box"

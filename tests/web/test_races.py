@@ -77,12 +77,12 @@ def test_a_resume_and_a_delete_at_the_same_moment_never_delete_a_queued_run(make
     print(f"delete first in {deleted} of {TRIES}")
 
 
-def test_two_sweeps_at_once_lose_and_resume_each_run_once(make_experiment, settings, live_redis):
+def test_three_reapers_at_once_lose_and_resume_each_run_once(make_experiment, settings, live_redis):
     experiment = make_experiment()
     stale = timezone.now() - timezone.timedelta(seconds=settings.HEARTBEAT_TIMEOUT + 1)
     runs = [Run.objects.create(experiment=experiment, total_steps=100, status="running", attempts=1,
                                started_at=stale, heartbeat_at=stale) for _ in range(5)]
-    counts = race(lifecycle.sweep, lifecycle.sweep, lifecycle.sweep)
+    counts = race(lifecycle.reap_lost_runs, lifecycle.reap_lost_runs, lifecycle.reap_lost_runs)
     assert sum(counts) == len(runs)
     assert set(Run.objects.values_list("status", "auto_resumes")) == {("queued", 1)}
     assert live_redis.llen("cpu") == len(runs)  # one message each

@@ -1,6 +1,6 @@
 """Redis down at the web side (a deployment with Redis on its own, restarted or unreachable for a while): the
 database is the truth. Cancel still answers and reaches the worker, an experiment launched meanwhile keeps its
-runs queued, and the sweep sends them once Redis is back."""
+runs queued, and the lost-run reaper sends them once Redis is back."""
 
 import time
 
@@ -66,11 +66,11 @@ def test_an_experiment_launched_while_redis_is_down_stays_queued_and_is_sent_whe
     assert response.status_code == 302 and waited < 10
     experiment = Experiment.objects.get()
     assert set(experiment.runs.values_list("status", "send_failed", "error")) == {("queued", True, "")}
-    assert lifecycle.sweep() == 0  # still down: they stay queued
+    assert lifecycle.reap_lost_runs() == 0  # still down: they stay queued
     assert set(experiment.runs.values_list("status", "send_failed")) == {("queued", True)}
 
     own_redis.start()
-    lifecycle.sweep()  # what beat does every 10 s
+    lifecycle.reap_lost_runs()  # what beat does every 10 s
     assert set(experiment.runs.values_list("status", "send_failed")) == {("queued", False)}
     assert own_redis.client().llen("cpu") == 2
     print(f"the launch answered in {waited:.2f} s with Redis down")
@@ -85,5 +85,5 @@ def test_a_run_resumed_while_redis_is_down_is_sent_when_it_is_back(owner_client,
     queued_run.refresh_from_db()
     assert (queued_run.status, queued_run.resume_requested, queued_run.send_failed) == ("queued", True, True)
     own_redis.start()
-    lifecycle.sweep()
+    lifecycle.reap_lost_runs()
     assert own_redis.client().llen("cpu") == 1 and not Run.objects.get(pk=queued_run.pk).send_failed

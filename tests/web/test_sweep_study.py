@@ -12,10 +12,12 @@ import pytest
 from django.db import connection
 
 from rlweb.experiments.models import Event, Run
-from rlweb.experiments.tasks import mark_lost_runs, train_run
+from rlweb.experiments.tasks import train_run
 from rlweb.sweeps import study
 from rlweb.sweeps.models import Sweep, Trial
+from rlweb.sweeps.tasks import advance_sweeps
 from tests.web import envs_for_outage_tests
+from tests.web.chore_helpers import sweeps_not_told_of_run_ends
 from tests.web.helpers import TINY_DQN
 
 # Optuna writes through its own connection: the test's database must not sit in one open transaction
@@ -138,19 +140,44 @@ def test_values_the_algorithm_refuses_end_that_trial_not_the_sweep(owner):
 
 
 def test_a_sweep_goes_on_after_everything_restarts(owner):
-    """The study and the trials are in the database: an advance from a fresh process (the periodic sweep after a
+    """The study and the trials are in the database: an advance from a fresh process (the periodic chore after a
     restart) records a trial that ended while nothing watched, and starts the next."""
     sweep = make_sweep(owner, env_id="rlweb-test/Steps-v0", trials=2, parallel=1, pruner="none", total_steps=100,
                        eval_interval=100, eval_episodes=1, fixed=dict(TINY_DQN))
     first = sweep.trial_set.get()
     from rlweb.experiments import lifecycle
 
-    assert lifecycle.train(first.experiment.runs.get().pk) == "succeeded"  # the run ends; nobody advances
+    with sweeps_not_told_of_run_ends():  # the run ends; its worker dies before it advances the sweep
+        assert lifecycle.train(first.experiment.runs.get().pk) == "succeeded"
+    first.refresh_from_db()
+    assert first.state == "running"
     study.close_storages()  # a new process: no storage, no cached state
-    mark_lost_runs()  # the periodic sweep
+    advance_sweeps.apply()  # the periodic chore, as beat sends it
     first.refresh_from_db()
     assert first.state == "complete"
     assert sweep.trial_set.count() == 2
+
+
+def test_a_trials_run_asks_the_pruner_through_the_sink_hook_and_its_end_advances_the_sweep(owner, monkeypatch):
+    """The sweeps app watches a trial's run through the experiments sink's hook (apps.py): the first evaluation is
+    reported to the Optuna trial (reopened in the worker with the public API) and the pruner stops the run, which
+    ends `pruned` saying why; its end (the `run_ended` signal) advances the sweep at once, with no chore or page."""
+    every_one = optuna.pruners.ThresholdPruner(lower=10**9)  # prunes at the first evaluation it may
+    monkeypatch.setattr(study, "make_pruner", lambda config: every_one)
+    sweep = make_sweep(owner, env_id="rlweb-test/Steps-v0", trials=2, parallel=1, total_steps=300, eval_interval=100,
+                       eval_episodes=1, fixed=dict(TINY_DQN))
+    first = sweep.trial_set.get()
+    run = first.experiment.runs.get()
+    assert train_run(run.pk) == Run.Status.PRUNED
+    run.refresh_from_db()
+    assert run.status == Run.Status.PRUNED and run.steps_done < 200
+    finished = Event.objects.get(run=run, kind="finished")
+    assert finished.values["status"] == "pruned" and finished.values["reason"].startswith("pruned at step 100: ")
+    frozen = study.load_study(sweep).trials[0]
+    assert frozen.state == optuna.trial.TrialState.PRUNED and list(frozen.intermediate_values) == [100]
+    first.refresh_from_db()
+    assert (first.state, first.pruned_at, first.reason) == ("pruned", run.steps_done, finished.values["reason"])
+    assert sweep.trial_set.filter(number=1, state=Trial.State.RUNNING).exists()  # the next one, started at once
 
 
 def test_the_median_pruner_waits_for_its_startup_trials_and_warm_up(owner):
@@ -158,7 +185,7 @@ def test_the_median_pruner_waits_for_its_startup_trials_and_warm_up(owner):
     assert study.startup_trials(sweep) == 5
     pruner = study.load_study(sweep).pruner
     assert isinstance(pruner, optuna.pruners.MedianPruner)
-    assert (pruner._n_startup_trials, pruner._n_warmup_steps) == (5, sweep.total_steps // 3)
+    assert (pruner.startup_trials, pruner.warmup_steps) == (5, sweep.total_steps // 3)
 
 
 def test_a_pruned_trials_log_says_which_rule_stopped_it():

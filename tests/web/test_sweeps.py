@@ -4,12 +4,16 @@ cancel, extend and "launch the best", and strangers. Trials train with the real 
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from rlweb.experiments.models import Experiment, Run
 from rlweb.experiments.tasks import train_run
 from rlweb.sweeps import study
 from rlweb.sweeps.models import Sweep, Trial
+from rlweb.sweeps.tasks import advance_sweeps
+from tests.web.chore_helpers import sweeps_not_told_of_run_ends, writes_of
 from tests.web.helpers import TINY_DQN, form_data
 
 pytestmark = pytest.mark.django_db(transaction=True)  # Optuna writes through its own connection
@@ -83,8 +87,8 @@ def test_the_median_pruners_warm_up_is_the_users_or_a_third_of_the_run(owner_cli
     owner_client.post(reverse("sweep-new"), sweep_form(pruner="median", name="default warm-up"))
     chosen, default = Sweep.objects.get(name="lr sweep"), Sweep.objects.get(name="default warm-up")
     assert (chosen.pruner_warmup_steps, default.pruner_warmup_steps) == (100, None)
-    assert study.make_pruner(study.config_of(chosen))._n_warmup_steps == 100
-    assert study.make_pruner(study.config_of(default))._n_warmup_steps == 100  # 300 // 3
+    assert study.make_pruner(study.config_of(chosen)).warmup_steps == 100
+    assert study.make_pruner(study.config_of(default)).warmup_steps == 100  # 300 // 3
     page = owner_client.get(chosen.get_absolute_url()).content.decode()
     assert "pruner median after 100 steps" in page
     assert "pruner median after a third of the run" in owner_client.get(default.get_absolute_url()).content.decode()
@@ -208,12 +212,54 @@ def test_a_stranger_cannot_see_or_steer_another_users_sweep(owner_client, strang
     assert (sweep.status, sweep.trials) == ("running", 3)
 
 
-def test_a_sweep_whose_study_was_never_made_gets_one_when_its_page_is_opened(owner_client, owner):
+def read(client, url: str):
+    """GET `url`, asserting that nothing was written to the database (Django's or Optuna's) meanwhile."""
+    import optuna
+
+    def optuna_trials():
+        return [(summary.study_name, summary.n_trials) for summary in optuna.get_all_study_summaries(
+            study.storage_at(study.storage_url()))]
+
+    before = optuna_trials(), list(Trial.objects.values()), list(Sweep.objects.values()), list(Run.objects.values())
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert response.status_code == 200
+    assert writes_of(queries) == [], f"a GET of {url} wrote"
+    after = optuna_trials(), list(Trial.objects.values()), list(Sweep.objects.values()), list(Run.objects.values())
+    assert after == before
+    return response
+
+
+def test_the_sweep_pages_only_read_and_the_periodic_chore_advances_the_sweep(owner_client):
+    owner_client.post(reverse("sweep-new"), sweep_form(trials="3"))
+    sweep = Sweep.objects.get()
+    first = sweep.trial_set.get(number=0)
+    with sweeps_not_told_of_run_ends():  # its worker died before it advanced the sweep
+        assert train_run(first.experiment.runs.get().pk) == "succeeded"
+    for url in (sweep.get_absolute_url(), reverse("sweep-data", args=[sweep.pk]), reverse("sweep-list"),
+                reverse("sweep-figures", args=[sweep.pk])):
+        read(owner_client, url)
+    assert read(owner_client, reverse("sweep-data", args=[sweep.pk])).json()["trials"][0]["state"] == "running"
+    advance_sweeps.apply()  # as beat sends it
+    first.refresh_from_db()
+    assert first.state == "complete" and sweep.trial_set.count() == 3  # the third trial started in its place
+
+
+def test_a_trials_run_that_ends_advances_its_sweep_at_once(owner_client):
+    owner_client.post(reverse("sweep-new"), sweep_form(trials="3"))
+    sweep = Sweep.objects.get()
+    assert train_run(sweep.trial_set.get(number=0).experiment.runs.get().pk) == "succeeded"  # no advance, no chore
+    assert sweep.trial_set.get(number=0).state == "complete" and sweep.trial_set.count() == 3
+
+
+def test_a_sweep_whose_study_was_never_made_gets_one_at_the_next_chore_not_from_its_page(owner_client, owner):
     sweep = Sweep.objects.create(owner=owner, name="half made", algorithm="dqn", env_id="CartPole-v1", total_steps=300,
                                  eval_interval=100, trials=2, parallel=1, device="cpu", fixed=dict(TINY_DQN),
                                  space=[{"name": "learning_rate", "type": "float", "low": 1e-4, "high": 1e-2,
                                          "log": True}])
-    assert owner_client.get(sweep.get_absolute_url()).status_code == 200
+    read(owner_client, sweep.get_absolute_url())
+    assert read(owner_client, reverse("sweep-data", args=[sweep.pk])).json()["trials"] == []
+    advance_sweeps.apply()
     data = owner_client.get(reverse("sweep-data", args=[sweep.pk])).json()
     assert len(data["trials"]) == 1 and data["trials"][0]["state"] == "running"
     assert owner_client.get(reverse("sweep-figures", args=[sweep.pk])).status_code == 200
