@@ -92,11 +92,14 @@ def order(queryset, sorts: dict, sort: str):
 def experiments_for(user, query: ListQuery):
     experiments = (Experiment.objects.filter(owner=user, sweep_trial__isnull=True)  # a sweep's trials: on its page
                    .annotate(run_count=Count("runs"),
-                             running_count=Count("runs", filter=Q(runs__status=Run.Status.RUNNING)),
+                             # a running run whose worker went silent counts as lost (Run.shown_status)
+                             running_count=Count("runs", filter=Q(runs__status=Run.Status.RUNNING)
+                                                 & ~Run.silent("runs__")),
                              queued_count=Count("runs", filter=Q(runs__status=Run.Status.QUEUED)),
                              succeeded_count=Count("runs", filter=Q(runs__status=Run.Status.SUCCEEDED)),
                              stopped_count=Count("runs", filter=Q(runs__status__in=[
-                                 Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.LOST, Run.Status.PRUNED])),
+                                 Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.LOST, Run.Status.PRUNED])
+                                                 | Run.silent("runs__")),
                              steps_done=Sum("runs__steps_done"), steps_total=Sum("runs__total_steps"),
                              progress=Cast(Sum("runs__steps_done"), FloatField()) / Sum("runs__total_steps"),
                              latest_return=Avg("runs__eval_return_mean"), best_return=Max("runs__best_eval_return")))

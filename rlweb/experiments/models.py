@@ -188,7 +188,7 @@ class Run(models.Model):
     @property
     def attempt_seconds(self) -> float:
         """Seconds the current attempt has trained: from its claim to its end, or to now while it runs; 0
-        before a worker claims it. A lost run ended at its last heartbeat (the sweep notices much later)."""
+        before a worker claims it. A lost run ended at its last heartbeat (the reaper notices later)."""
         end = self.heartbeat_at if self.status == self.Status.LOST and self.heartbeat_at else self.finished_at
         if not self.started_at or (end is None and self.is_finished):
             return 0.0

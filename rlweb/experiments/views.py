@@ -1,4 +1,6 @@
-"""Pages and endpoints. Every object is fetched through an access helper that answers 404 for other users'."""
+"""Pages and endpoints. Every object is fetched through an access helper that answers 404 for other users'.
+A GET only reads: a running run whose worker went silent is shown lost (Run.shown_status) until the periodic
+chore marks it so (tasks.reap_lost_runs)."""
 
 from __future__ import annotations
 
@@ -43,7 +45,6 @@ def env_ids() -> list[str]:
 
 
 def experiment_list(request):
-    lifecycle.mark_lost_runs()  # as the periodic sweep does (which also sends runs whose sending failed)
     query = lists.read_query(request.GET, lists.EXPERIMENT_SORTS, default_sort="-created")
     return list_page(request, "experiments/experiment_list.html", query, lists.EXPERIMENT_SORTS,
                      lists.experiments_for(request.user, query))
@@ -51,7 +52,6 @@ def experiment_list(request):
 
 def run_list(request):
     """All the user's runs, across experiments."""
-    lifecycle.mark_lost_runs()  # as the periodic sweep does (which also sends runs whose sending failed)
     query = lists.read_query(request.GET, lists.RUN_SORTS, default_sort="-run")
     return list_page(request, "experiments/run_list.html", query, lists.RUN_SORTS,
                      lists.runs_for(request.user, query), prepare=queues.mark_queue_places)
@@ -128,7 +128,6 @@ def experiment_delete(request, experiment_id: int):
 
 def experiment_detail(request, experiment_id: int):
     experiment = owned_experiment(request, experiment_id)
-    lifecycle.mark_lost_runs()  # as the periodic sweep does (which also sends runs whose sending failed)
     runs = list(experiment.runs.all())
     return render(request, "experiments/experiment_detail.html",
                   {"experiment": experiment, "runs": runs, "active_count": sum(run.is_active for run in runs)})

@@ -24,16 +24,18 @@ def test_it_hides_other_users_experiments(stranger_client, make_experiment):
     assert b"No experiments yet" in response.content
 
 
-def test_it_marks_runs_whose_worker_went_silent_as_lost(owner_client, queued_run, settings):
+def test_a_run_whose_worker_went_silent_counts_as_stopped_and_the_page_writes_nothing(owner_client, queued_run,
+                                                                                     settings):
+    """The page only reads: the lost-run reaper (a periodic chore) marks the run lost; tests/web/test_pages_only_read.py."""
     from datetime import timedelta
 
     stale = timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT + 5)
-    queued_run.experiment.auto_resume = False  # else it is queued again at once (tests/web/test_lifecycle.py)
-    queued_run.experiment.save()
     Run.objects.filter(pk=queued_run.pk).update(status="running", heartbeat_at=stale)
-    owner_client.get(reverse("experiment-list"))
+    page = owner_client.get(reverse("experiment-list")).content.decode()
+    assert "1 stopped" in page and "1 running" not in page
     queued_run.refresh_from_db()
-    assert queued_run.status == "lost" and queued_run.error and queued_run.finished_at
+    assert queued_run.status == "running" and not queued_run.error and not queued_run.finished_at
+
 
 URL = reverse("experiment-list")
 
