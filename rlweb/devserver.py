@@ -7,7 +7,7 @@
 hands the children `REDIS_URL=unix://<var>/redis.sock?db=0` (settings.py turns that into the
 `redis+socket://` broker URL that kombu wants). Then it migrates the database, collects the static
 files, starts one worker (solo pool, queues cpu and gpu), beat (the scheduler that sends the periodic
-lost-run sweep) and uvicorn, and waits until the site answers. A child that fails while all this
+chores: reap lost runs, fail stale checkpoint jobs, advance sweeps) and uvicorn, and waits until the site answers. A child that fails while all this
 starts stops everything: that is a setup problem, and retrying would not help.
 
 After that it supervises: a child that dies (Redis, the worker, beat, the web server) is started
@@ -408,8 +408,8 @@ def worker(var: Path, env: dict) -> Child:
 
 
 def beat(var: Path, env: dict) -> Child:
-    """The scheduler of the periodic lost-run sweep (rlweb/celery.py), in a process of its own so that it
-    sends the sweep on time while the only worker trains."""
+    """The scheduler of the periodic chores (rlweb/celery.py: reap lost runs, fail stale checkpoint jobs, advance
+    sweeps), in a process of its own so that it sends them on time while the only worker trains."""
     return Child(
         "Celery beat",
         [sys.executable, "-m", "celery", "-A", "rlweb", "beat", "--schedule", str(var / "celerybeat-schedule"),

@@ -1,7 +1,7 @@
 """Experiments and runs in a real browser, on the real stack (`python -m rlweb.devserver`: its own Redis,
 SQLite, one Celery worker with the beat scheduler, uvicorn), driven by Debian's chromium through Playwright:
 
-- the periodic sweep marks a run whose worker went silent as lost, with no page view to trigger it;
+- the lost-run reaper (a periodic chore) marks a run whose worker went silent as lost; pages only read;
 - a bad value and an algorithm that does not fit the environment are refused next to their fields;
 - launch, cancel midway, resume from the checkpoint to the end, clone into a prefilled form and launch that;
 - the lists find the runs; screenshots of the form and both lists at desktop and phone widths land in
@@ -47,7 +47,7 @@ def test_the_sweep_marks_a_silent_run_lost_without_any_page_view(site_stack):
         result = Run.objects.create(experiment=experiment, total_steps=100, status="running",
                                     heartbeat_at=timezone.now() - timedelta(days=1)).pk
     """)
-    assert wait_for_status(site_stack, run_id, "lost", seconds=120) == "lost"  # beat sends the sweep every 10 s
+    assert wait_for_status(site_stack, run_id, "lost", seconds=120) == "lost"  # beat sends the reaper every 10 s
 
 
 SAMPLE_EXPERIMENTS = """
@@ -59,7 +59,7 @@ SAMPLE_EXPERIMENTS = """
     ago = lambda **delta: now - timedelta(**delta)
     samples = [
         ("PPO on Acrobot, clip 0.1", "ppo", "Acrobot-v1", ["sweep", "clip"], 200_000, [
-            # no worker beats for this sample: a heartbeat a day ahead keeps the sweep from taking it as lost
+            # no worker beats for this sample: a heartbeat a day ahead keeps the reaper from taking it as lost
             dict(status="running", steps_done=84_000, started_at=ago(minutes=7), heartbeat_at=ago(days=-1),
                  eval_return_mean=-112.4, best_eval_return=-98.0),
             dict(status="queued")]),

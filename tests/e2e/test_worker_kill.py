@@ -1,6 +1,6 @@
 """A worker killed with SIGKILL mid-run, with real processes (redis-server, Celery workers, celery beat) and the
 settings' defaults: the run is noticed lost and trains again from its latest checkpoint by itself, at once when
-the worker comes back under the same name (it reclaims its runs), and within the heartbeat timeout plus a sweep
+the worker comes back under the same name (it reclaims its runs), and within the heartbeat timeout plus a reaper
 period when another worker has to take it."""
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def test_a_killed_workers_run_is_lost_and_trains_again_by_itself(tmp_path):
         print(f"same worker name: lost {lost_after:.1f} s after the SIGKILL, training again after "
               f"{training_after:.1f} s")
 
-        # killed for good: another worker takes the run once the sweep (celery beat) finds its heartbeat stale
+        # killed for good: another worker takes the run once the lost-run reaper (celery beat) finds its heartbeat stale
         stack.wait(run_id, lambda row: row["checkpoint"] > row["start_step"], seconds=240)
         os.killpg(stack.processes[-1].pid, signal.SIGKILL)
         killed = time.monotonic()
