@@ -1,4 +1,5 @@
-"""WSGI entry point (the test client and plain WSGI servers)."""
+"""WSGI entry point (plain WSGI servers). The live pages need the ASGI server (asgi.py, uvicorn): their streams are
+async generators, which Django under WSGI reads to the end before it sends anything."""
 
 import os
 

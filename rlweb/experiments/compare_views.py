@@ -8,7 +8,6 @@ import itertools
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.core.handlers.asgi import ASGIRequest
 from django.http import JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -79,14 +78,13 @@ def compare_data(request):
 
 
 def compare_stream(request):
-    """Server-sent events saying when any of the selected runs reports (live.watch_async): the page then fetches
+    """Server-sent events saying when any of the selected runs reports (live.watch): the page then fetches
     compare-data again, instead of asking every few seconds."""
     try:
         runs, _, _ = selection(request)
     except compare.SelectionError as error:
         return JsonResponse({"error": str(error)}, status=400)
-    watch = live.watch_async if isinstance(request, ASGIRequest) else live.watch
-    response = StreamingHttpResponse(watch([run.pk for run in runs]), content_type="text/event-stream")
+    response = StreamingHttpResponse(live.watch([run.pk for run in runs]), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each message on at once
     return response

@@ -5,13 +5,18 @@ Each event's SSE `id:` is its seq, which is also its Redis stream id (`<seq>-0`)
 that drew the stored history up to seq N and then follows from N (`Last-Event-ID` after a reconnect) never loses or
 doubles a point. Events the stream no longer holds (trimmed, expired, lost in a Redis restart, or never added during
 an outage) are read back from the database.
+
+The streams are async generators over redis.asyncio, written once: the ASGI server (uvicorn, `make run`) sends each
+message as it comes and an open page holds no thread, only a task; its database reads go through `read_database`.
+(A WSGI server would read an async stream to its end before sending anything: live pages need the ASGI server.
+Django's test Client reads a stream that ends, such as a finished run's, whole; the AsyncClient reads it a message
+at a time.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import redis
 import redis.asyncio
@@ -20,7 +25,7 @@ from django.conf import settings
 from django.db import connection, models
 
 from rlweb.experiments.models import Event, Run
-from rlweb.experiments.redis_keys import TERMINAL_KINDS, blocking_read_timeout, redis_client, stream_key
+from rlweb.experiments.redis_keys import TERMINAL_KINDS, blocking_read_timeout, stream_key
 
 READ_COUNT = 500  # stream entries read at once
 CATCH_UP_COUNT = 2_000  # database rows read at once when the stream lacks events
@@ -32,7 +37,7 @@ RESET_MESSAGE = "event: reset\ndata: {}\n\n"  # the follower drew an attempt tha
 
 
 def async_redis_client() -> redis.asyncio.Redis:
-    """A client of the ASGI streams' own (redis.asyncio: one per stream, closed with it)."""
+    """A stream's own client (redis.asyncio: one per stream, closed with it)."""
     return redis.asyncio.Redis.from_url(settings.REDIS_URL, decode_responses=True,
                                         socket_timeout=blocking_read_timeout())
 
@@ -138,47 +143,6 @@ def past_forgotten(run_id: int, seq: int) -> int:
     return seq
 
 
-def follow(run_id: int, last_seq: int, messages: Messages = ONE_RUN):
-    """SSE messages for the events after `last_seq`, until the run ends (WSGI: a sync generator).
-
-    A comment goes out every `settings.SSE_HEARTBEAT_SECONDS` while nothing happens."""
-    client = redis_client()
-    heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
-    yield messages.retry
-    records = []
-    while True:
-        if not records:  # only a quiet stream may belong to a run that ended without a final event
-            status = run_status(run_id, last_seq)
-            if status == "reset":
-                yield messages.reset
-                return
-        finished = status in Run.FINISHED
-        try:
-            reply = client.xread({stream_key(run_id): f"{last_seq}-0"}, count=READ_COUNT,
-                                 block=None if finished else int(heartbeat_seconds * 1000))
-        except redis.RedisError:
-            reply = None
-            time.sleep(0 if finished else heartbeat_seconds)
-        records = stream_records(reply)
-        if forgotten_gap(run_id, last_seq, records):
-            yield messages.reset
-            return
-        records = catch_up(run_id, last_seq, records)
-        if reply and not records:  # the stream is ahead of the database (a Redis restart): it writes soon
-            time.sleep(GAP_WAIT_SECONDS)
-        for record in records:
-            yield messages.event(record)
-            last_seq = record["seq"]
-            if record["kind"] in TERMINAL_KINDS:
-                yield messages.end(record["values"].get("status", record["kind"]))
-                return
-        if finished and not records:
-            yield messages.end(status)
-            return
-        if not records:
-            yield messages.heartbeat
-
-
 async def read_database(read, *args):
     """`read(*args)` in the request's thread, then its database connection closed: an open live page must not
     hold one of the database's connections for hours (PostgreSQL's default 100 ran out at about 100 open
@@ -193,8 +157,9 @@ async def read_database(read, *args):
     return await sync_to_async(read_and_close)()
 
 
-async def follow_async(run_id: int, last_seq: int, messages: Messages = ONE_RUN):
-    """The same messages as `follow`, for ASGI: an async generator over redis.asyncio."""
+async def follow(run_id: int, last_seq: int, messages: Messages = ONE_RUN):
+    """SSE messages for the events after `last_seq`, until the run ends; a comment every
+    `settings.SSE_HEARTBEAT_SECONDS` while nothing happens."""
     client = async_redis_client()
     heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
     try:
@@ -245,60 +210,16 @@ async def follow_async(run_id: int, last_seq: int, messages: Messages = ONE_RUN)
 MAX_FOLLOWED_RUNS = 50
 
 
-def follow_runs(positions: dict[int, int]):
-    """SSE messages for the events of several runs, each after its seq in `positions`, over one connection (WSGI:
-    each run's `follow` in a thread of its own): every message names its run, a heartbeat goes out while none
-    comes, and the stream ends once every run has ended."""
-    import queue
-    import threading
-
-    heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
-    arrived: queue.Queue = queue.Queue()
-    closed = threading.Event()
-
-    def pump(run_id: int, last_seq: int) -> None:
-        try:
-            for message in follow(run_id, last_seq, RunMessages(run_id)):
-                if closed.is_set():
-                    return
-                if message:
-                    arrived.put(message)
-        except Exception as error:  # the stream fails as one run's would
-            arrived.put(error)
-        finally:
-            connection.close()
-            arrived.put(None)
-
-    threads = [threading.Thread(target=pump, args=item, daemon=True) for item in positions.items()]
-    for thread in threads:
-        thread.start()
-    try:
-        yield RETRY_MESSAGE
-        running = len(threads)
-        while running:
-            try:
-                message = arrived.get(timeout=heartbeat_seconds)
-            except queue.Empty:
-                yield HEARTBEAT_MESSAGE
-                continue
-            if message is None:
-                running -= 1
-            elif isinstance(message, Exception):
-                raise message
-            else:
-                yield message
-    finally:
-        closed.set()  # a follower that disconnected: each thread stops at its run's next message (a heartbeat at most)
-
-
-async def follow_runs_async(positions: dict[int, int]):
-    """The same messages as `follow_runs`, for ASGI: each run's `follow_async` in a task of its own."""
+async def follow_runs(positions: dict[int, int]):
+    """SSE messages for the events of several runs, each after its seq in `positions`, over one connection (each
+    run's `follow` in a task of its own): every message names its run, a heartbeat goes out while none comes, and
+    the stream ends once every run has ended. A follower that hangs up cancels the tasks."""
     heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
     arrived: asyncio.Queue = asyncio.Queue()
 
     async def pump(run_id: int, last_seq: int) -> None:
         try:
-            async for message in follow_async(run_id, last_seq, RunMessages(run_id)):
+            async for message in follow(run_id, last_seq, RunMessages(run_id)):
                 if message:
                     await arrived.put(message)
         except Exception as error:  # the stream fails as one run's would
@@ -341,7 +262,7 @@ def unfinished_positions(run_ids: list[int]) -> dict[int, int]:
 
 
 class Watch:
-    """Where a watch of several runs stands (`watch` and `watch_async`): each unfinished run's last seen seq."""
+    """Where a watch of several runs stands (`watch`): each unfinished run's last seen seq."""
 
     def __init__(self, positions: dict[int, int]):
         self.positions = positions
@@ -370,28 +291,12 @@ class Watch:
         return f"event: runs\ndata: {json.dumps({'changed': changed, 'ended': sorted(ended)})}\n\n"
 
 
-def watch(run_ids: list[int]):
-    """SSE for a page that shows several runs (the compare page), over one connection (WSGI: a sync generator):
-    a `runs` message each time some of the unfinished ones report events (`changed`: run -> its latest seq) or
-    end (`ended`), from the events the database holds on; `end` once none is left. The page fetches what it
-    draws itself; this only says when. A run that ends without a final event (lost, cancelled while queued)
-    is noticed when the streams are quiet for `settings.SSE_HEARTBEAT_SECONDS`."""
-    client = redis_client()
-    heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
-    yield RETRY_MESSAGE
-    runs = Watch(unfinished_positions(run_ids))
-    while runs.positions:
-        try:
-            reply = client.xread(runs.streams(), count=READ_COUNT, block=int(heartbeat_seconds * 1000))
-        except redis.RedisError:
-            reply = None
-            time.sleep(heartbeat_seconds)
-        yield runs.step(reply, None if reply else unfinished_positions(list(runs.positions)))
-    yield end_message("finished")
-
-
-async def watch_async(run_ids: list[int]):
-    """The same messages as `watch`, for ASGI: an async generator over redis.asyncio."""
+async def watch(run_ids: list[int]):
+    """SSE for a page that shows several runs (the compare page), over one connection: a `runs` message each time
+    some of the unfinished ones report events (`changed`: run -> its latest seq) or end (`ended`), from the events
+    the database holds on; `end` once none is left. The page fetches what it draws itself; this only says when. A
+    run that ends without a final event (lost, cancelled while queued) is noticed when the streams are quiet for
+    `settings.SSE_HEARTBEAT_SECONDS`."""
     client = async_redis_client()
     heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
     try:

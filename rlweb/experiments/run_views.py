@@ -191,8 +191,7 @@ def run_stream(request, run_id: int):
         last_seq = whole_number(request.headers.get("Last-Event-ID") or request.GET.get("last_id", "0"), "last_id")
     except ValueError as error:
         return JsonResponse({"error": str(error)}, status=400)
-    follow = live.follow_async if isinstance(request, ASGIRequest) else live.follow
-    response = StreamingHttpResponse(follow(run.pk, last_seq), content_type="text/event-stream")
+    response = StreamingHttpResponse(live.follow(run.pk, last_seq), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each message on at once
     return response
@@ -215,8 +214,7 @@ def runs_stream(request):
     owned = Run.objects.filter(pk__in=positions, experiment__owner=request.user).count()
     if owned != len(positions):
         raise Http404("No such run.")
-    follow = live.follow_runs_async if isinstance(request, ASGIRequest) else live.follow_runs
-    response = StreamingHttpResponse(follow(positions), content_type="text/event-stream")
+    response = StreamingHttpResponse(live.follow_runs(positions), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each message on at once
     return response

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import trainer
+from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 
 PASSWORD = "a long test password 1"
@@ -53,10 +54,30 @@ def events_of(messages: list[dict]) -> list[dict]:
     return events
 
 
+def read_to_end(chunks) -> list:
+    """Every chunk of an async iterator (a live stream, or the content Django's test Client got from one), read in
+    this thread through async_to_sync: the stream's database reads run here, in the test's transaction."""
+    async def read():
+        return [chunk async for chunk in chunks]
+
+    return async_to_sync(read)()
+
+
+def body_of(response) -> bytes:
+    """The whole body of a response from Django's test Client. The live streams are async generators, which that
+    Client does not iterate: their content is read to the end here."""
+    if not response.streaming:
+        return response.content
+    if response.is_async:
+        return b"".join(read_to_end(response.streaming_content))
+    return b"".join(response.streaming_content)
+
+
 def sse_text(response) -> str:
+    """The body of an SSE response from Django's test Client, which reads the view's async generator to its end."""
     assert response.status_code == 200, response.content
     assert response["Content-Type"] == "text/event-stream"
-    return b"".join(response.streaming_content).decode()
+    return body_of(response).decode()
 
 
 def read_sse(response) -> list[dict]:
@@ -71,7 +92,7 @@ async def async_sse_text(user, url: str, **headers) -> str:
     client = AsyncClient()
     await client.aforce_login(user)
     response = await client.get(url, headers=headers)
-    assert response.status_code == 200
+    assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
     assert response.is_async, "under ASGI the stream must be an async generator"
     return "".join([chunk.decode() async for chunk in response.streaming_content])
 
@@ -80,3 +101,4 @@ async def read_sse_async(user, url: str, **headers) -> list[dict]:
     messages = parse_sse(await async_sse_text(user, url, **headers))
     assert messages[-1]["event"] == "end"
     return events_of(messages)
+

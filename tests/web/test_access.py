@@ -16,7 +16,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from rlweb.accounts.models import Invitation, SiteSettings
 from rlweb.experiments.models import Checkpoint, Experiment, Run, Video
 from rlweb.sweeps.models import Sweep, Trial
-from tests.web.helpers import PASSWORD
+from tests.web.helpers import PASSWORD, body_of
 
 SECRET = "owner-secret-7f3a"  # in the owner's experiment name, video file and invitation note
 ANONYMOUS_PAGES = {"login", "signup", "invitation-accept", "admin:login"}  # meant for visitors
@@ -91,10 +91,6 @@ def url_of(pattern: Pattern, world) -> str:
     return f"{url}?runs={run}&experiment={world['experiment'].pk}"  # ids in the query too (compare)
 
 
-def body(response) -> bytes:
-    return b"".join(response.streaming_content) if response.streaming else response.content
-
-
 def assert_nothing_changed(world):
     world["experiment"].refresh_from_db()
     assert Run.objects.get(pk=world["queued"].pk).status == "queued"
@@ -126,7 +122,7 @@ def test_anonymous_visitors_are_sent_to_a_login_page_and_see_nothing(world):
         url = url_of(pattern, world)
         for method in ("get", "post"):
             response = getattr(visitor, method)(url)
-            content = body(response)
+            content = body_of(response)
             assert response.status_code < 500, (method, url, response.status_code)
             assert SECRET.encode() not in content, (method, url)
             if pattern.name not in ANONYMOUS_PAGES:
@@ -144,7 +140,7 @@ def test_a_signed_in_stranger_gets_404_for_other_users_objects_and_never_their_d
         for method in ("get", "post"):
             stranger.force_login(world["stranger"])  # again: a logout pattern ends the session
             response = getattr(stranger, method)(url)
-            content = body(response)
+            content = body_of(response)
             assert response.status_code < 500, (method, url, response.status_code)
             assert SECRET.encode() not in content, (method, url)
             if pattern.name.startswith("admin:") or pattern.route.startswith("admin/"):
@@ -187,7 +183,7 @@ def test_every_post_without_a_csrf_token_is_refused(world):
         for role, client in clients.items():
             response = client.post(url_of(pattern, world), {"open": "True", "note": "x", "days": "7"})
             assert response.status_code == 403, (role, pattern.name, response.status_code)
-            assert b"CSRF" in body(response)
+            assert b"CSRF" in body_of(response)
     assert_nothing_changed(world)
 
 

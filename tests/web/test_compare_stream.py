@@ -1,4 +1,4 @@
-"""The compare page's push stream (live.watch_async through compare-stream): one connection for every run the
+"""The compare page's push stream (live.watch through compare-stream): one connection for every run the
 page shows, saying which of them reported and which ended, so that the page fetches its data again only then;
 it ends once no run is left unfinished. Real Redis streams, written by the worker's RedisSink."""
 
@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from rlweb.experiments.models import Run
 from rlweb.experiments.sink import RedisSink
-from tests.web.helpers import async_sse_text, parse_sse
+from tests.web.helpers import async_sse_text, parse_sse, sse_text
 
 
 def stream_url(*runs) -> str:
@@ -83,28 +83,10 @@ def test_one_stream_says_which_runs_reported_and_ended_and_ends_with_the_last(ow
     assert end["event"] == "end"
 
 
-def test_the_wsgi_stream_is_a_sync_generator_with_the_same_messages(owner_client, make_experiment, settings):
-    settings.SSE_HEARTBEAT_SECONDS = 0.2
-    run = running(make_experiment, "sync")
-    sink = RedisSink(run)
-    response = owner_client.get(stream_url(run))
-    chunks = iter(response.streaming_content)
-    assert next(chunks).decode().startswith("retry:")
-    episode(sink)
-    messages = []
-    while not messages or messages[-1]["comment"] is not None:
-        messages += parse_sse(next(chunks).decode())
-    assert runs_message(messages[-1]) == {"changed": {str(run.pk): 1}, "ended": []}
-    sink.emit({"kind": "finished", "step": 20, "time": 1.0, "values": {"status": "succeeded"}})
-    rest = parse_sse(b"".join(chunks).decode())
-    assert runs_message(rest[0]) == {"changed": {str(run.pk): 2}, "ended": [run.pk]}
-    assert rest[-1]["event"] == "end"
-
-
 def test_a_stream_of_finished_runs_ends_at_once(owner, owner_client, trained_run):
     messages = parse_sse(async_to_sync(async_sse_text)(owner, stream_url(trained_run)))
     assert [message["event"] for message in messages] == ["message", "end"]  # the retry hint, then the end
-    messages = parse_sse(b"".join(owner_client.get(stream_url(trained_run)).streaming_content).decode())
+    messages = parse_sse(sse_text(owner_client.get(stream_url(trained_run))))  # the test Client reads it whole
     assert [message["event"] for message in messages] == ["message", "end"]
 
 

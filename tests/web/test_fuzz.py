@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlweb.experiments.models import Event, Experiment, Run, Video
-from tests.web.helpers import parse_sse
+from tests.web.helpers import body_of, parse_sse
 from tests.web.test_compare import add_events, returns
 
 TRIED: Counter = Counter()  # requests sent, by URL name
@@ -68,7 +68,7 @@ def send(client, method: str, url: str, pairs=(), **headers):
     else:
         response = client.post(url, body, content_type="application/x-www-form-urlencoded", headers=headers)
     TRIED[resolve(urlsplit(url).path).url_name] += 1
-    content = b"".join(response.streaming_content) if response.streaming else response.content
+    content = body_of(response)
     assert response.status_code < 500, (url, pairs, headers, content[:2000])
     return response, content
 

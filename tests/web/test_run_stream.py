@@ -1,5 +1,6 @@
-"""The live stream (server-sent events): WSGI and ASGI paths, resuming after Last-Event-ID without losing
-or doubling an event, heartbeats, the database fallback for trimmed events, and access."""
+"""The live stream of a run (server-sent events, live.follow: an async generator), served under ASGI and read by
+Django's test Client: resuming after Last-Event-ID without losing or doubling an event, heartbeats, the database
+fallback for trimmed events, the reset and end messages, and access."""
 
 import json
 import time
@@ -12,7 +13,7 @@ from django.utils import timezone
 from rlweb.experiments import lifecycle, live, redis_keys
 from rlweb.experiments.models import Event, Run
 from rlweb.experiments.sink import RedisSink
-from tests.web.helpers import async_sse_text, events_of, parse_sse, read_sse, read_sse_async
+from tests.web.helpers import async_sse_text, events_of, parse_sse, read_sse, read_sse_async, sse_text
 
 
 def stream_url(run, **query):
@@ -30,33 +31,30 @@ def emit_episodes(sink, count):
                    "values": {"rollout/episode_return": 10.0, "rollout/episode_length": 10}})
 
 
-def read_messages(response, count):
-    """The first `count` run-event messages of a live (unfinished) sync stream, then hang up."""
-    chunks = iter(response.streaming_content)
-    messages = []
-    while len([message for message in messages if message["event"] == "message" and message["data"]]) < count:
-        messages += parse_sse(next(chunks).decode())
-    hang_up(response)
-    return events_of(messages)
-
-
-def hang_up(response):
-    """Close a stream before its end. The test client wraps the body in a generator that closes the
-    response when it ends without letting `request_finished` close the test's database connection;
-    closing that generator early does the same (response.close() alone would close the connection)."""
-    response._iterator.close()
-
-
-async def asgi_stream(user, run):
-    """The ASGI stream of `run` as `user` sees it, past its opening retry hint: its chunks, as an async iterator."""
+async def asgi_stream(user, run, **headers):
+    """The ASGI stream of `run` as `user` sees it, past its opening retry hint: its chunks, as an async iterator.
+    `await chunks.aclose()` hangs up (the test client's wrapper keeps the test's database connection open)."""
     from django.test import AsyncClient
 
     client = AsyncClient()
     await client.aforce_login(user)
-    response = await client.get(stream_url(run))
+    response = await client.get(stream_url(run), headers=headers)
     chunks = response.streaming_content.__aiter__()
     assert (await chunks.__anext__()).decode().startswith("retry:")
     return chunks
+
+
+def read_events(user, run, count, **headers):
+    """The first `count` events of an unfinished run's stream, then the page hangs up."""
+    async def read():
+        chunks = await asgi_stream(user, run, **headers)
+        messages = []
+        while len([message for message in messages if message["event"] == "message" and message["data"]]) < count:
+            messages += parse_sse((await chunks.__anext__()).decode())
+        await chunks.aclose()
+        return events_of(messages)
+
+    return async_to_sync(read)()
 
 
 @pytest.fixture
@@ -68,36 +66,25 @@ def running_run(queued_run):
 
 def test_the_stream_sends_every_event_of_a_finished_run_then_ends(owner_client, trained_run):
     response = owner_client.get(stream_url(trained_run))
-    assert response["Cache-Control"] == "no-cache"
+    assert response["Cache-Control"] == "no-cache" and response["X-Accel-Buffering"] == "no"
+    assert response.is_async  # one async generator, which the test Client reads to its end
     assert read_sse(response) == stored_events(trained_run)
 
 
-def test_the_asgi_stream_is_an_async_generator_with_the_same_events(owner, trained_run):
-    assert async_to_sync(read_sse_async)(owner, stream_url(trained_run)) == stored_events(trained_run)
-
-
 @pytest.mark.parametrize("resume", ["header", "query"])
-def test_it_resumes_after_the_last_event_id(owner_client, trained_run, resume):
+def test_it_resumes_after_the_last_event_id(owner, trained_run, resume):
     everything = stored_events(trained_run)
     cut = len(everything) // 2
-    if resume == "header":
-        response = owner_client.get(stream_url(trained_run, last_id=0), headers={"Last-Event-ID": str(cut)})
-    else:
-        response = owner_client.get(stream_url(trained_run, last_id=cut))
-    assert read_sse(response) == everything[cut:]
+    headers = {"Last-Event-ID": str(cut)} if resume == "header" else {}  # the header wins over the query
+    url = stream_url(trained_run, last_id=0 if resume == "header" else cut)
+    assert async_to_sync(read_sse_async)(owner, url, **headers) == everything[cut:]
 
 
-def test_the_asgi_stream_resumes_after_the_last_event_id(owner, trained_run):
-    everything = stored_events(trained_run)
-    resumed = async_to_sync(read_sse_async)(owner, stream_url(trained_run), **{"Last-Event-ID": "7"})
-    assert resumed == everything[7:]
-
-
-def test_a_reconnect_during_a_live_run_neither_loses_nor_doubles_an_event(owner_client, running_run):
+def test_a_reconnect_during_a_live_run_neither_loses_nor_doubles_an_event(owner, owner_client, running_run):
     sink = RedisSink(running_run, batch_size=1000, flush_seconds=1000)  # the database lags behind Redis
     sink.emit({"kind": "started", "step": 0, "time": 0.0, "values": {}})
     emit_episodes(sink, 5)
-    first = read_messages(owner_client.get(stream_url(running_run)), 4)  # the page hangs up after 4 events
+    first = read_events(owner, running_run, 4)  # the page hangs up after 4 events
     emit_episodes(sink, 5)
     sink.emit({"kind": "finished", "step": sink.steps_done, "time": 1.0, "values": {"status": "succeeded"}})
     sink.close()
@@ -131,16 +118,16 @@ def test_events_trimmed_from_redis_come_from_the_database(owner_client, trained_
 
 
 def test_a_live_stream_stays_bounded_and_a_reconnect_far_behind_gets_every_event_from_the_database(
-        owner_client, owner, running_run, live_redis):
+        owner, running_run, live_redis):
     sink = RedisSink(running_run, batch_size=10, flush_seconds=1000, stream_tail=5)
     sink.emit({"kind": "started", "step": 0, "time": 0.0, "values": {}})
     emit_episodes(sink, 3)
-    first = read_messages(owner_client.get(stream_url(running_run)), 4)
+    first = read_events(owner, running_run, 4)
     for _ in range(30):
         emit_episodes(sink, 7)
         assert live_redis.xlen(redis_keys.stream_key(running_run.pk)) <= 5 + 10  # the tail and what is not stored yet
     assert int(live_redis.xrange(redis_keys.stream_key(running_run.pk), count=1)[0][0].split("-")[0]) > 200  # trimmed
-    resumed = read_messages(owner_client.get(stream_url(running_run), headers={"Last-Event-ID": "4"}), 214 - 4)
+    resumed = read_events(owner, running_run, 214 - 4, **{"Last-Event-ID": "4"})
     sink.emit({"kind": "finished", "step": sink.steps_done, "time": 1.0, "values": {"status": "succeeded"}})
     sink.close()
     assert first + resumed == stored_events(running_run)[:214]
@@ -148,56 +135,31 @@ def test_a_live_stream_stays_bounded_and_a_reconnect_far_behind_gets_every_event
         running_run)[4:]
 
 
-def test_it_sends_heartbeats_while_waiting_and_ends_when_the_run_ends(owner_client, running_run, settings):
-    settings.SSE_HEARTBEAT_SECONDS = 0.1
-    chunks = iter(owner_client.get(stream_url(running_run)).streaming_content)
-    assert next(chunks).decode().startswith("retry:")
-    assert next(chunks).decode() == ": heartbeat\n\n"
-    Run.objects.filter(pk=running_run.pk).update(status=Run.Status.LOST)  # no final event will ever come
-    rest = parse_sse(b"".join(chunks).decode())
-    assert rest[-1]["event"] == "end" and json.loads(rest[-1]["data"]) == {"status": "lost"}
-
-
-def test_the_asgi_stream_sends_heartbeats_and_ends_when_the_run_ends(owner, running_run, settings):
+def test_it_sends_heartbeats_while_waiting_and_ends_when_the_run_ends(owner, running_run, settings):
     settings.SSE_HEARTBEAT_SECONDS = 0.1
 
     async def scenario():
         chunks = await asgi_stream(owner, running_run)
         assert (await chunks.__anext__()).decode() == ": heartbeat\n\n"
-        await sync_to_async(Run.objects.filter(pk=running_run.pk).update)(status=Run.Status.CANCELLED)
+        # no final event will ever come
+        await sync_to_async(Run.objects.filter(pk=running_run.pk).update)(status=Run.Status.LOST)
         return "".join([chunk.decode() async for chunk in chunks])
 
     rest = parse_sse(async_to_sync(scenario)())
-    assert rest[-1]["event"] == "end" and json.loads(rest[-1]["data"]) == {"status": "cancelled"}
+    assert rest[-1]["event"] == "end" and json.loads(rest[-1]["data"]) == {"status": "lost"}
 
 
-def test_a_stream_quiet_for_a_whole_heartbeat_gets_the_next_event_at_once(owner_client, running_run, settings):
+def test_a_stream_quiet_for_a_whole_heartbeat_gets_the_next_event_at_once(owner, running_run, settings):
     """The blocking read of a quiet stream lasts a heartbeat (5 s): redis-py 8's socket timeout was the same 5 s,
     so that read failed and the stream slept 5 s more, and an event emitted then waited for it."""
     assert settings.SSE_HEARTBEAT_SECONDS == 5  # the real one
-    response = owner_client.get(stream_url(running_run))
-    chunks = iter(response.streaming_content)
-    assert next(chunks).decode().startswith("retry:")
-    started = time.monotonic()
-    assert next(chunks).decode() == ": heartbeat\n\n"
-    assert time.monotonic() - started < 7  # 10 s before: the timeout, then a 5 s sleep
-    sink = RedisSink(running_run, batch_size=1000, flush_seconds=1000)  # the database never has it: only Redis
-    emitted = time.monotonic()
-    emit_episodes(sink, 1)
-    (event,) = events_of(parse_sse(next(chunks).decode()))
-    assert event["seq"] == 1 and time.monotonic() - emitted < 1
-    hang_up(response)
-    sink.close()
-
-
-def test_a_quiet_asgi_stream_gets_the_next_event_at_once_after_a_whole_heartbeat(owner, running_run, settings):
-    assert settings.SSE_HEARTBEAT_SECONDS == 5
 
     async def scenario():
         chunks = await asgi_stream(owner, running_run)
         started = time.monotonic()
         assert (await chunks.__anext__()).decode() == ": heartbeat\n\n"
         quiet = time.monotonic() - started
+        # the database never has it: only Redis
         sink = await sync_to_async(RedisSink)(running_run, batch_size=1000, flush_seconds=1000)
         emitted = time.monotonic()
         await sync_to_async(emit_episodes)(sink, 1)
@@ -208,13 +170,13 @@ def test_a_quiet_asgi_stream_gets_the_next_event_at_once_after_a_whole_heartbeat
         return quiet, message, delay
 
     quiet, message, delay = async_to_sync(scenario)()
-    assert quiet < 7 and delay < 1
+    assert quiet < 7 and delay < 1  # 10 s before: the timeout, then a 5 s sleep
     assert events_of(parse_sse(message))[0]["seq"] == 1
 
 
 def test_a_run_cancelled_before_it_started_ends_the_stream_at_once(owner_client, queued_run):
     assert lifecycle.cancel(queued_run) == "cancelled"
-    messages = parse_sse(b"".join(owner_client.get(stream_url(queued_run)).streaming_content).decode())
+    messages = parse_sse(sse_text(owner_client.get(stream_url(queued_run))))
     assert [message["event"] for message in messages] == ["message", "end"]  # retry, then end
     assert json.loads(messages[-1]["data"]) == {"status": "cancelled"}
 
@@ -262,22 +224,34 @@ def test_a_follower_of_an_attempt_that_a_resume_forgot_is_told_to_reload(queued_
         sink.emit({"kind": "episode", "step": step * 10, "time": float(step),
                    "values": {"rollout/episode_return": 1.0, "rollout/episode_length": 10}})
     sink.flush()
-    follower = live.follow(run.pk, 5)
-    assert next(follower).startswith("retry:") and next(follower) == live.HEARTBEAT_MESSAGE
-    # the worker died; the run is lost and resumed (with no checkpoint: from scratch), and its next attempt
-    # starts streaming before the follower next finds the stream quiet
-    run.refresh_from_db()
-    lifecycle.forget_dead_attempt(run, None)
-    assert run.last_seq == 6 and run.forgotten_seqs == [[0, 6]]
-    Run.objects.filter(pk=run.pk).update(attempts=2)
-    live_redis.delete(redis_keys.stream_key(run.pk))
-    resumed = RedisSink(run)
-    resumed.emit({"kind": "started", "step": 20, "time": 2.0, "values": {}})
-    assert resumed.seq == 7
-    assert next(follower) == live.RESET_MESSAGE
-    # a page opened after the resume goes on with the new attempt
-    rest = live.follow(run.pk, 0)
-    assert next(rest).startswith("retry:") and json.loads(next(rest).split("data: ")[1])["seq"] == 7
+
+    def resume():
+        # the worker died; the run is lost and resumed (with no checkpoint: from scratch), and its next attempt
+        # starts streaming before the follower next finds the stream quiet
+        run.refresh_from_db()
+        lifecycle.forget_dead_attempt(run, None)
+        assert run.last_seq == 6 and run.forgotten_seqs == [[0, 6]]
+        Run.objects.filter(pk=run.pk).update(attempts=2)
+        live_redis.delete(redis_keys.stream_key(run.pk))
+        resumed = RedisSink(run)
+        resumed.emit({"kind": "started", "step": 20, "time": 2.0, "values": {}})
+        assert resumed.seq == 7
+
+    async def scenario():
+        follower = live.follow(run.pk, 5)
+        assert (await anext(follower)).startswith("retry:") and await anext(follower) == live.HEARTBEAT_MESSAGE
+        await sync_to_async(resume)()
+        told = await anext(follower)
+        await follower.aclose()
+        # a page opened after the resume goes on with the new attempt
+        rest = live.follow(run.pk, 0)
+        opened = [await anext(rest), await anext(rest)]
+        await rest.aclose()
+        return told, opened
+
+    told, (retry, first) = async_to_sync(scenario)()
+    assert told == live.RESET_MESSAGE
+    assert retry.startswith("retry:") and json.loads(first.split("data: ")[1])["seq"] == 7
 
 
 def test_a_live_page_holds_no_database_connection_between_its_reads(transactional_db, queued_run):

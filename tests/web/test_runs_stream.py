@@ -1,11 +1,10 @@
-"""One stream for several runs (runs-stream: live.follow_runs and follow_runs_async), which the run pages of a
-browser share through a SharedWorker: every event of each run after its own seq, naming its run, once; an `end`
-per run and the end of the stream after the last; heartbeats once for all; a reset for a run whose follower drew a
-forgotten attempt; WSGI and ASGI paths; access."""
+"""One stream for several runs (runs-stream: live.follow_runs), which the run pages of a browser share through a
+SharedWorker: every event of each run after its own seq, naming its run, once; an `end` per run and the end of the
+stream after the last; heartbeats once for all; a reset for a run whose follower drew a forgotten attempt; a hang-up
+stops every run's task; access."""
 
+import asyncio
 import json
-import threading
-import time
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
@@ -16,7 +15,7 @@ from rlweb.experiments import lifecycle, live
 from rlweb.experiments.models import Event, Run
 from rlweb.experiments.sink import RedisSink
 from rlweb.experiments.tasks import train_run
-from tests.web.helpers import async_sse_text, parse_sse
+from tests.web.helpers import async_sse_text, parse_sse, sse_text
 
 
 def stream_url(positions: dict) -> str:
@@ -47,7 +46,8 @@ def two_trained_runs(trained_run, make_experiment):
     return trained_run, second
 
 
-def test_one_asgi_stream_sends_each_runs_events_after_its_own_seq_naming_the_run_then_ends(owner, two_trained_runs):
+def test_one_stream_sends_each_runs_events_after_its_own_seq_naming_the_run_then_ends(
+        owner, owner_client, two_trained_runs):
     first, second = two_trained_runs
     text = async_to_sync(async_sse_text)(owner, stream_url({first: 0, second: 5}))
     assert text.startswith("retry: 2000\n\n")
@@ -56,18 +56,9 @@ def test_one_asgi_stream_sends_each_runs_events_after_its_own_seq_naming_the_run
     assert of_run(messages, second) == stored_events(second, after=5)
     assert ends(messages) == {first.pk: "succeeded", second.pk: "succeeded"}
     assert messages[-1]["event"] == "end"  # the stream ends with the last run
-
-
-@pytest.mark.django_db(transaction=True)  # each run's follower reads the database from a thread of its own
-def test_the_wsgi_stream_follows_each_run_in_a_thread_with_the_same_messages(owner_client, two_trained_runs):
-    first, second = two_trained_runs
-    response = owner_client.get(stream_url({first: 3, second: 0}))
-    assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
+    response = owner_client.get(stream_url({first: 3, second: 0}))  # the test Client reads it to its end too
     assert response["Cache-Control"] == "no-cache"
-    messages = parse_sse(b"".join(response.streaming_content).decode())
-    assert of_run(messages, first) == stored_events(first, after=3)
-    assert of_run(messages, second) == stored_events(second)
-    assert ends(messages) == {first.pk: "succeeded", second.pk: "succeeded"}
+    assert of_run(parse_sse(sse_text(response)), first) == stored_events(first, after=3)
 
 
 def test_live_runs_come_interleaved_as_they_report_with_one_heartbeat_for_all_while_quiet(
@@ -119,22 +110,22 @@ def test_a_run_whose_follower_drew_a_forgotten_attempt_is_reset_and_the_others_g
     assert of_run(messages, trained_run) == stored_events(trained_run)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_follower_that_hangs_up_stops_every_runs_thread(owner_client, make_experiment, settings):
-    # committed runs, which the threads' own connections see running: each thread follows its run until the hang-up
-    # (in the test's transaction they saw no run, and one could end before it was counted: a fresh-clone CI did)
+def test_a_follower_that_hangs_up_stops_every_runs_task(make_experiment, settings):
     settings.SSE_HEARTBEAT_SECONDS = 0.1
     runs = [Run.objects.create(experiment=make_experiment(name=f"quiet {index}"), seed=0, total_steps=100,
                                status=Run.Status.RUNNING) for index in range(3)]
-    before = threading.active_count()
-    stream = live.follow_runs({run.pk: 0 for run in runs})
-    assert next(stream).startswith("retry:")
-    assert threading.active_count() == before + 3
-    stream.close()
-    deadline = time.monotonic() + 5
-    while threading.active_count() > before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert threading.active_count() == before
+
+    async def scenario():
+        before = asyncio.all_tasks()
+        stream = live.follow_runs({run.pk: 0 for run in runs})
+        assert (await anext(stream)).startswith("retry:")
+        assert await anext(stream) == live.HEARTBEAT_MESSAGE  # each run's task follows its quiet run
+        pumps = asyncio.all_tasks() - before
+        assert len(pumps) == 3 and not any(task.done() for task in pumps)
+        await stream.aclose()
+        return pumps
+
+    assert all(task.cancelled() for task in async_to_sync(scenario)())
 
 
 def test_a_stranger_gets_a_404_for_any_run_not_theirs(owner, stranger, stranger_client, owner_client, trained_run,
