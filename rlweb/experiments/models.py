@@ -106,7 +106,8 @@ class Run(models.Model):
                                  "the Redis stop key is only the fast path).")
     task_id = models.CharField(max_length=64, blank=True)
     send_failed = models.BooleanField(
-        default=False, help_text="Queued, but the task queue (Redis) could not be reached: the sweep sends it again.")
+        default=False,
+        help_text="Queued, but the task queue (Redis) could not be reached: the lost-run reaper sends it again.")
     worker_host = models.CharField(max_length=200, blank=True)
     worker_node = models.CharField(
         max_length=200, blank=True, help_text="The Celery node name of the worker that claimed it (celery@host).")
