@@ -2,7 +2,7 @@
 
 Actions are learned in [-1, 1] and rescaled to the env's Box bounds at the boundary
 (docs/algorithms.md, P5 and the DDPG/TD3 checklist); critics are an ensemble of Q-networks held as one
-tensor per layer.
+tensor per layer; the three collect and train in one loop (`OffPolicyActorCritic.train`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,12 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from trainer.agent import Agent
+from trainer.buffers import ReplayBuffer
+from trainer.envs import finished_episodes, real_next_observations
 from trainer.networks import ObservationEncoder
 from trainer.normalization import RewardNormalizer, RunningMeanStd
+from trainer.schedules import crossed
 
 
 def action_bounds_problem(action_space) -> str | None:
@@ -248,6 +252,77 @@ class Normalizers:
             self._sync()
         if self.rewards and state.get("returns"):
             self.reward_normalizer.stats.load_state_dict(state["returns"])
+
+
+class OffPolicyActorCritic(Agent):
+    """The collection loop SAC, DDPG and TD3 share (Haarnoja et al. 2018 and Fujimoto et al. 2018,
+    Algorithm 1): uniformly random actions until learning starts, then the algorithm's exploring actions;
+    every transition into replay, as the env gave it (normalised when sampled); every `train_frequency`
+    env steps a training phase of `gradient_steps` updates, each on a fresh batch.
+
+    A subclass builds `scaler` (an ActionScaler) and `normalizers` (Normalizers) with its networks, and
+    gives `update(batch)` and `exploring_actions(observations)`; the hooks below default to nothing.
+    """
+
+    scaler: ActionScaler
+    normalizers: Normalizers
+
+    def update(self, batch) -> dict:
+        raise NotImplementedError
+
+    def exploring_actions(self, observations: np.ndarray) -> np.ndarray:
+        """Training actions in [-1, 1], exploration included, once learning has started."""
+        raise NotImplementedError
+
+    def start_exploring(self, envs) -> None:
+        """Training starts on `envs` (exploration noise processes are made here)."""
+
+    def episode_ended(self, index: int) -> None:
+        """Sub-env `index` ended an episode (temporally correlated noise starts afresh)."""
+
+    def before_updates(self, progress: float) -> dict:
+        """A training phase is due at `progress` (a learning-rate schedule steps); returns metrics to record."""
+        return {}
+
+    def train(self, runner) -> None:
+        c = self.config
+        action_size = int(np.prod(self.action_space.shape))
+        buffer = self.buffer = ReplayBuffer(
+            c.buffer_size, self.observation_space.shape, observation_storage_dtype(self.observation_space),
+            action_shape=(action_size,), action_dtype=np.float32, device=self.device)
+        with self.training_envs(c.num_envs) as (envs, observations):
+            learning_starts = min(max(c.learning_starts, c.batch_size), c.buffer_size)
+            self.start_exploring(envs)
+            while True:
+                if len(buffer) < learning_starts:  # warm start: uniform random actions
+                    actions = self.rng.uniform(-1.0, 1.0, size=(c.num_envs, action_size)).astype(np.float32)
+                else:
+                    actions = self.exploring_actions(observations)
+                next_observations, rewards, terminated, truncated, infos = envs.step(self.scaler.to_env(actions))
+                done = terminated | truncated
+                # truncated transitions keep their real last observation and are bootstrapped (P1)
+                buffer.add(observations, actions, rewards, real_next_observations(next_observations, done, infos),
+                           terminated)
+                self.normalizers.observe(observations, rewards, done)
+                observations = next_observations
+
+                for episode_return, length in finished_episodes(infos):
+                    runner.episode(episode_return, length)
+                for i in np.flatnonzero(done):
+                    self.episode_ended(i)
+
+                before = self.steps_done
+                keep_going = runner.advance(c.num_envs)
+                if len(buffer) >= learning_starts and crossed(before, self.steps_done, c.train_frequency):
+                    metrics = self.before_updates(runner.progress)
+                    if metrics:
+                        runner.record(metrics)
+                    for _ in range(c.gradient_steps):
+                        runner.record(self.update(buffer.sample(c.batch_size, self.rng)))
+                        if runner.should_stop():  # a cancel ends a long training phase within a second
+                            break
+                if not keep_going:
+                    return
 
 
 def check_continuous_env(config, observation_space, action_space) -> dict[str, str]:

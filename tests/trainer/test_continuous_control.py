@@ -418,3 +418,19 @@ def test_sac_explores_with_pink_noise_when_asked():
     collected = agent.buffer.actions[100:300, 0]  # after the random warm-up
     # pink noise wanders: consecutive actions are far more alike than independent draws would be
     assert np.corrcoef(collected[:-1], collected[1:])[0, 1] > 0.5
+
+
+@pytest.mark.parametrize("algorithm", ["sac", "ddpg", "td3"])
+def test_the_shared_loop_acts_at_random_until_learning_starts_then_trains_every_train_frequency_steps(algorithm):
+    agent = trainer.make(algorithm, "Pendulum-v1", seed=0, learning_starts=100, batch_size=16, hidden_layers="16",
+                         train_frequency=5, gradient_steps=3)
+    explored, updated = [], []
+    exploring_actions, update = agent.exploring_actions, agent.update
+    agent.exploring_actions = lambda observations: explored.append(agent.steps_done) or exploring_actions(observations)
+    agent.update = lambda batch: updated.append((agent.steps_done, len(batch.obs))) or update(batch)
+    agent.learn(200, eval_episodes=0)
+    assert explored == list(range(100, 200))  # before: uniformly random actions
+    assert updated == [(step, 16) for step in range(100, 201, 5) for _ in range(3)]
+    stored = agent.buffer.actions[:len(agent.buffer)]
+    assert stored.dtype == np.float32 and stored.min() >= -1.0 and stored.max() <= 1.0  # in [-1, 1], not env units
+

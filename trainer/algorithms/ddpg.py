@@ -17,17 +17,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainer.agent import Agent
-from trainer.buffers import ReplayBuffer
-from trainer.continuous import (PRECISIONS, ActionScaler, Normalizers, OrnsteinUhlenbeckNoise, QEnsemble, autocast,
-                                check_continuous_env, frozen, observation_storage_dtype, polyak_update)
+from trainer.continuous import (PRECISIONS, ActionScaler, Normalizers, OffPolicyActorCritic, OrnsteinUhlenbeckNoise,
+                                QEnsemble, autocast, check_continuous_env, frozen, polyak_update)
 from trainer.cpu_speed import FlatAdam, FlatParameters, NumpyMLP, clip_grad_norm, numpy_network
-from trainer.envs import finished_episodes, real_next_observations
 from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers, run_layers
 from trainer.optimizers import SavedAsOne
 from trainer.params import param, vectorization_param
 from trainer.registry import AlgorithmSpec, CONTINUOUS_CONTROL, register
-from trainer.schedules import SCHEDULES, annealed, crossed
+from trainer.schedules import SCHEDULES, annealed
 
 
 @dataclass
@@ -99,7 +96,9 @@ def smoothed_target_actions(actions: torch.Tensor, noise: float, noise_clip: flo
     return (actions + epsilon).clamp(-1.0, 1.0)
 
 
-class DDPG(Agent):
+class DDPG(OffPolicyActorCritic):
+    """Collects and trains in `OffPolicyActorCritic.train`, exploring with noise added to mu(s)."""
+
     name = "ddpg"
 
     def build(self) -> None:
@@ -209,51 +208,31 @@ class DDPG(Agent):
             next_q = self.target_critic(next_obs, next_actions).min(dim=0).values
             return rewards + c.gamma * (1.0 - batch.terminated) * next_q
 
-    def train(self, runner) -> None:
+    def start_exploring(self, envs) -> None:
+        self.ou_noise = OrnsteinUhlenbeckNoise(self.config.num_envs, self.action_size, self.config.action_noise)
+
+    def exploring_actions(self, observations: np.ndarray) -> np.ndarray:
+        """mu(s) plus Gaussian or Ornstein-Uhlenbeck noise, clipped to the bounds."""
         c = self.config
-        buffer = self.buffer = ReplayBuffer(
-            c.buffer_size, self.observation_space.shape, observation_storage_dtype(self.observation_space),
-            action_shape=(self.action_size,), action_dtype=np.float32, device=self.device)
-        with self.training_envs(c.num_envs) as (envs, observations):
-            learning_starts = min(max(c.learning_starts, c.batch_size), c.buffer_size)
-            ou_noise = self.ou_noise = OrnsteinUhlenbeckNoise(c.num_envs, self.action_size, c.action_noise)
-            while True:
-                if len(buffer) < learning_starts:  # warm start: uniform random actions
-                    actions = self.rng.uniform(-1.0, 1.0, size=(c.num_envs, self.action_size))
-                else:
-                    actions = self.act_unit(observations)
-                    if c.noise_type == "ornstein-uhlenbeck":
-                        actions = actions + ou_noise.sample(self.rng)
-                    elif c.action_noise > 0:
-                        actions = actions + c.action_noise * self.rng.standard_normal(actions.shape)
-                actions = np.clip(actions, -1.0, 1.0).astype(np.float32)  # exploration stays within the bounds
-                next_observations, rewards, terminated, truncated, infos = envs.step(self.scaler.to_env(actions))
-                done = terminated | truncated
-                buffer.add(observations, actions, rewards, real_next_observations(next_observations, done, infos),
-                           terminated)
-                self.normalizers.observe(observations, rewards, done)
-                observations = next_observations
+        actions = self.act_unit(observations)
+        if c.noise_type == "ornstein-uhlenbeck":
+            actions = actions + self.ou_noise.sample(self.rng)
+        elif c.action_noise > 0:
+            actions = actions + c.action_noise * self.rng.standard_normal(actions.shape)
+        return np.clip(actions, -1.0, 1.0).astype(np.float32)  # exploration stays within the bounds
 
-                for episode_return, length in finished_episodes(infos):
-                    runner.episode(episode_return, length)
-                for i in np.flatnonzero(done):
-                    ou_noise.reset(i)
+    def episode_ended(self, index: int) -> None:
+        self.ou_noise.reset(index)
 
-                before = self.steps_done
-                keep_going = runner.advance(c.num_envs)
-                if len(buffer) >= learning_starts and crossed(before, self.steps_done, c.train_frequency):
-                    if c.lr_schedule != "constant":
-                        self.actor_optimizer.param_groups[0]["lr"] = annealed(c.policy_learning_rate, c.lr_schedule,
-                                                                              runner.progress)
-                        critic_rate = annealed(c.critic_learning_rate, c.lr_schedule, runner.progress)
-                        self.critic_optimizer.param_groups[0]["lr"] = critic_rate
-                        runner.record({"train/learning_rate": critic_rate})
-                    for _ in range(c.gradient_steps):
-                        runner.record(self.update(buffer.sample(c.batch_size, self.rng)))
-                        if runner.should_stop():  # a cancel ends a long training phase within a second
-                            break
-                if not keep_going:
-                    return
+    def before_updates(self, progress: float) -> dict:
+        """Both learning rates follow the schedule, if any."""
+        c = self.config
+        if c.lr_schedule == "constant":
+            return {}
+        self.actor_optimizer.param_groups[0]["lr"] = annealed(c.policy_learning_rate, c.lr_schedule, progress)
+        critic_rate = annealed(c.critic_learning_rate, c.lr_schedule, progress)
+        self.critic_optimizer.param_groups[0]["lr"] = critic_rate
+        return {"train/learning_rate": critic_rate}
 
     def extra_state(self) -> dict:
         return {"critic_updates": self.critic_updates, "actor_updates": self.actor_updates,

@@ -17,17 +17,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from trainer.agent import Agent
-from trainer.buffers import ReplayBuffer
-from trainer.continuous import (PRECISIONS, ActionScaler, ColoredNoise, Normalizers, QEnsemble, autocast,
-                                check_continuous_env, episode_length_limit, frozen, observation_storage_dtype)
+from trainer.continuous import (PRECISIONS, ActionScaler, ColoredNoise, Normalizers, OffPolicyActorCritic, QEnsemble,
+                                autocast, check_continuous_env, episode_length_limit, frozen)
 from trainer.cpu_speed import FlatAdam, FlatParameters, NumpyMLP, clip_grad_norm, numpy_network
-from trainer.envs import finished_episodes, real_next_observations
 from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers, run_layers
 from trainer.optimizers import SavedAsOne
 from trainer.params import param, vectorization_param
 from trainer.registry import AlgorithmSpec, CONTINUOUS_CONTROL, register
-from trainer.schedules import crossed
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as SB3 and Spinning Up
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -125,7 +121,9 @@ class LogAlpha(nn.Module):
         self.value = nn.Parameter(torch.tensor(math.log(alpha)))
 
 
-class SAC(Agent):
+class SAC(OffPolicyActorCritic):
+    """Collects and trains in `OffPolicyActorCritic.train`, exploring with its own samples."""
+
     name = "sac"
 
     def build(self) -> None:
@@ -159,6 +157,7 @@ class SAC(Agent):
         self.normalizers = Normalizers(self.observation_space, c.num_envs, c.gamma, c.normalize_observations,
                                        c.normalize_rewards, self.device)
         self.updates = 0  # gradient updates so far
+        self.colored_noise: ColoredNoise | None = None  # made when training starts, if asked
 
     def learning_rate_groups(self) -> dict[str, list[dict]]:
         return {"policy_learning_rate": self.actor_optimizer.param_groups,
@@ -250,42 +249,19 @@ class SAC(Agent):
             next_q = self.target_critic(next_obs, next_actions).min(dim=0).values
             return rewards + c.gamma * (1.0 - batch.terminated) * (next_q - alpha * next_log_prob)
 
-    def train(self, runner) -> None:
+    def start_exploring(self, envs) -> None:
         c = self.config
-        buffer = self.buffer = ReplayBuffer(
-            c.buffer_size, self.observation_space.shape, observation_storage_dtype(self.observation_space),
-            action_shape=(int(np.prod(self.action_space.shape)),), action_dtype=np.float32, device=self.device)
-        with self.training_envs(c.num_envs) as (envs, observations):
-            learning_starts = min(max(c.learning_starts, c.batch_size), c.buffer_size)
-            colored = ColoredNoise(c.noise_exponent, c.num_envs, buffer.actions.shape[1], episode_length_limit(envs),
-                                   self.rng) if c.noise_exponent > 0 else None
-            while True:
-                if len(buffer) < learning_starts:  # warm start: uniform random actions
-                    actions = self.rng.uniform(-1.0, 1.0, size=(c.num_envs, buffer.actions.shape[1]))
-                    actions = actions.astype(np.float32)
-                else:
-                    actions = self.act_unit(observations, False, colored.sample() if colored else None)
-                next_observations, rewards, terminated, truncated, infos = envs.step(self.scaler.to_env(actions))
-                done = terminated | truncated
-                buffer.add(observations, actions, rewards, real_next_observations(next_observations, done, infos),
-                           terminated)
-                self.normalizers.observe(observations, rewards, done)
-                observations = next_observations
+        if c.noise_exponent > 0:  # one sequence per sub-env, as long as an episode
+            self.colored_noise = ColoredNoise(c.noise_exponent, c.num_envs, int(np.prod(self.action_space.shape)),
+                                              episode_length_limit(envs), self.rng)
 
-                for episode_return, length in finished_episodes(infos):
-                    runner.episode(episode_return, length)
-                for i in np.flatnonzero(done) if colored else ():
-                    colored.reset(i)
+    def exploring_actions(self, observations: np.ndarray) -> np.ndarray:
+        """a ~ pi(.|s), its noise white or coloured."""
+        return self.act_unit(observations, False, self.colored_noise.sample() if self.colored_noise else None)
 
-                before = self.steps_done
-                keep_going = runner.advance(c.num_envs)
-                if len(buffer) >= learning_starts and crossed(before, self.steps_done, c.train_frequency):
-                    for _ in range(c.gradient_steps):
-                        runner.record(self.update(buffer.sample(c.batch_size, self.rng)))
-                        if runner.should_stop():  # a cancel ends a long training phase within a second
-                            break
-                if not keep_going:
-                    return
+    def episode_ended(self, index: int) -> None:
+        if self.colored_noise:
+            self.colored_noise.reset(index)
 
     def extra_state(self) -> dict:
         return {"updates": self.updates, "normalizers": self.normalizers.state()}
