@@ -88,3 +88,10 @@ def test_it_reports_its_statistics_as_means_over_every_minibatch_of_every_epoch(
     assert values["train/value_loss"] == pytest.approx(np.mean(value_losses[0::2]))
     assert values["train/intrinsic_value_loss"] == pytest.approx(np.mean(value_losses[1::2]))
     assert values["train/approx_kl"] != pytest.approx(np.mean(kls[2:]))
+
+
+def test_it_trains_in_ppos_epoch_loop_stepping_the_network_and_the_predictor_on_every_minibatch():
+    agent = trainer.make("rnd-ppo", "CartPole-v1", seed=0, **TINY)
+    agent.learn(16 + 32, eval_episodes=0)  # the warm-up, then one rollout: 2 epochs of 2 minibatches
+    assert float(agent.optimizer.state[agent.flat.param]["step"]) == 2 * 2
+    assert float(agent.predictor_optimizer.state[agent.predictor_flat.param]["step"]) == 2 * 2

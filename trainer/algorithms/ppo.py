@@ -117,46 +117,60 @@ class PPO(PolicyGradientAgent):
         self.optimizers = {"optimizer": self.optimizer}
         self.build_normalizers(self.local_envs)
 
+    def minibatch_loss(self, batch, clip_range: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss to minimise on one minibatch, L = L_clip + c_v L_value - c_ent H, and the statistics
+        to report (approx_kl among them)."""
+        c = self.config
+        distribution, values = self.network(batch.obs)
+        log_probs = distribution.log_prob(batch.actions)
+        # advantages come normalised per minibatch, if asked (a batch of one is left alone: SB3 #325)
+        policy_loss, log_ratio = clipped_surrogate_loss(log_probs, batch.log_probs, batch.advantages, clip_range)
+        v_loss = value_loss(values.squeeze(-1), batch.values, batch.returns,
+                            c.value_clip_range if c.clip_value_loss else None)
+        loss = policy_loss + c.value_coef * v_loss
+        entropy = distribution.entropy().mean() if c.entropy_coef > 0 else None
+        if entropy is not None:
+            loss = loss - c.entropy_coef * entropy
+        with torch.no_grad():
+            approx_kl, clip_fraction = ratio_statistics(log_ratio, clip_range)
+            if entropy is None:
+                entropy = distribution.entropy().mean()
+        return loss, {"loss": loss, "policy_loss": policy_loss, "value_loss": v_loss, "entropy": entropy,
+                      "approx_kl": approx_kl, "clip_fraction": clip_fraction}
+
     def update(self, buffer, progress: float, should_stop=never) -> dict[str, float]:
+        """`n_epochs` passes over the rollout in shuffled minibatches, one Adam step on `minibatch_loss`
+        each (RND-PPO's too, with its predictor's optimizer beside the network's)."""
         c = self.config
         learning_rate = annealed(c.learning_rate, c.lr_schedule, progress)
         clip_range = annealed(c.clip_range, c.clip_schedule, progress)
-        for group in self.optimizer.param_groups:
-            group["lr"] = learning_rate
-        logged: list[list[torch.Tensor]] = []
+        optimizers = list(self.optimizers.values())
+        for optimizer in optimizers:
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate
+        flats = [group["params"][0] for optimizer in optimizers for group in optimizer.param_groups]
+        logged: list[dict[str, torch.Tensor]] = []
         # on several processes each holds its share of the rollout and of every minibatch (trainer/distributed.py)
         batches = buffer.epochs(c.n_epochs, c.batch_size // self.group.size, self.rng, c.normalize_advantage,
                                 self.group)
         for _, batch in batches:
             if should_stop():  # a cancel ends the epochs within a second
                 break
-            distribution, values = self.network(batch.obs)
-            log_probs = distribution.log_prob(batch.actions)
-            # advantages come normalised per minibatch, if asked (a batch of one is left alone: SB3 #325)
-            policy_loss, log_ratio = clipped_surrogate_loss(log_probs, batch.log_probs, batch.advantages, clip_range)
-            v_loss = value_loss(values.squeeze(-1), batch.values, batch.returns,
-                                c.value_clip_range if c.clip_value_loss else None)
-            loss = policy_loss + c.value_coef * v_loss
-            entropy = distribution.entropy().mean() if c.entropy_coef > 0 else None
-            if entropy is not None:
-                loss = loss - c.entropy_coef * entropy
-            with torch.no_grad():
-                approx_kl, clip_fraction = ratio_statistics(log_ratio, clip_range)
-                if entropy is None:
-                    entropy = distribution.entropy().mean()
-            if c.target_kl > 0 and self.group.average(approx_kl) > 1.5 * c.target_kl:
+            loss, statistics = self.minibatch_loss(batch, clip_range)
+            if c.target_kl > 0 and self.group.average(statistics["approx_kl"]) > 1.5 * c.target_kl:
                 break  # the policy moved too far from the one that collected the data: no more epochs
             # the statistics are reported as means over every minibatch trained on, in all epochs (as SB3 does)
-            logged.append([loss, policy_loss, v_loss, entropy, approx_kl, clip_fraction])
-            self.flat.zero_grad()
+            logged.append(statistics)
+            for flat in flats:
+                flat.grad.zero_()
             loss.backward()
-            self.group.average_gradients([self.flat.param])  # the whole minibatch's gradient, on every process
-            if c.max_grad_norm > 0:
+            self.group.average_gradients(flats)  # the whole minibatch's gradient, on every process
+            if c.max_grad_norm > 0:  # the policy and value network's gradient only
                 clip_grad_norm([self.flat], c.max_grad_norm)
-            self.optimizer.step()
-        names = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-        metrics = {f"train/{name}": float(torch.stack([row[i].detach() for row in logged]).mean())
-                   for i, name in enumerate(names)} if logged else {}
+            for optimizer in optimizers:
+                optimizer.step()
+        metrics = {f"train/{name}": float(torch.stack([row[name].detach() for row in logged]).mean())
+                   for name in logged[0]} if logged else {}
         metrics.update({"train/learning_rate": learning_rate, "train/clip_range": clip_range,
                         "train/explained_variance": explained_variance(buffer.values, buffer.returns)})
         return metrics

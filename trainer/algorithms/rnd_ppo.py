@@ -28,17 +28,15 @@ from torch import nn
 
 from trainer.actor_critic import OBSERVATION_SPACES, body, normalizable
 from trainer.agent import never
-from trainer.algorithms.ppo import (PPO, PPOConfig, clipped_surrogate_loss, explained_variance, ratio_statistics,
-                                    value_loss)
+from trainer.algorithms.ppo import PPO, PPOConfig, clipped_surrogate_loss, ratio_statistics, value_loss
 from trainer.buffers import generalized_advantages
 from trainer.distributions import ACTION_SPACES
 from trainer.envs import finished_episodes
-from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
+from trainer.cpu_speed import FlatAdam, FlatParameters
 from trainer.networks import ObservationEncoder, parse_hidden_layers
 from trainer.normalization import ObservationNormalizer, RewardNormalizer
 from trainer.params import param
 from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
-from trainer.schedules import annealed
 
 RND_OBS_CLIP = 5.0
 
@@ -162,54 +160,33 @@ class RNDPPO(PPO):
         return observations, True
 
     # --- PPO's update with two value heads and the predictor ------------------------------------------------
-    def update(self, buffer, progress: float, should_stop=never) -> dict[str, float]:
+    def minibatch_loss(self, batch, clip_range: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """PPO's loss with a value loss per head, plus the predictor's loss on part of the minibatch (its
+        own network and optimizer: the sum's gradient reaches each network from its own loss only)."""
         c = self.config
-        learning_rate = annealed(c.learning_rate, c.lr_schedule, progress)
-        clip_range = annealed(c.clip_range, c.clip_schedule, progress)
-        for optimizer in (self.optimizer, self.predictor_optimizer):
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate
-        logged: list[list[torch.Tensor]] = []
-        # on several processes each holds its share of the rollout and of every minibatch (trainer/distributed.py)
-        batches = buffer.epochs(c.n_epochs, c.batch_size // self.group.size, self.rng, c.normalize_advantage,
-                                self.group)
-        for _, batch in batches:
-            if should_stop():  # a cancel ends the epochs within a second
-                break
-            distribution, values = self.network(batch.obs)
-            log_probs = distribution.log_prob(batch.actions)
-            # ext_adv_coef * A_ext + int_adv_coef * A_int, normalised per minibatch if asked
-            policy_loss, log_ratio = clipped_surrogate_loss(log_probs, batch.log_probs, batch.advantages, clip_range)
-            vf_clip = c.value_clip_range if c.clip_value_loss else None
-            ext_value_loss = value_loss(values[:, 0], batch.values, batch.returns, vf_clip)
-            int_value_loss = value_loss(values[:, 1], batch.int_values, batch.int_returns, vf_clip)
-            entropy = distribution.entropy().mean()
-            loss = policy_loss + c.value_coef * (ext_value_loss + int_value_loss) - c.entropy_coef * entropy
-            # the predictor learns from a random part of the minibatch only (update_proportion in CleanRL)
-            errors = self.novelty(batch.next_obs)
-            mask = (torch.rand(len(errors), device=self.device) < c.predictor_proportion).float()
-            predictor_loss = (errors * mask).sum() / mask.sum().clamp(min=1.0)
-            approx_kl, clip_fraction = ratio_statistics(log_ratio, clip_range)
-            if c.target_kl > 0 and self.group.average(approx_kl) > 1.5 * c.target_kl:
-                break  # the policy moved too far from the one that collected the data: no more epochs
-            self.flat.zero_grad()
-            self.predictor_flat.zero_grad()
-            (loss + predictor_loss).backward()
-            self.group.average_gradients([self.flat.param, self.predictor_flat.param])
-            if c.max_grad_norm > 0:
-                clip_grad_norm([self.flat], c.max_grad_norm)
-            self.optimizer.step()
-            self.predictor_optimizer.step()
-            # the statistics are reported as means over every minibatch trained on, in all epochs (as SB3 does)
-            logged.append([loss.detach(), policy_loss.detach(), ext_value_loss.detach(), int_value_loss.detach(),
-                           entropy.detach(), approx_kl.detach(), clip_fraction.detach(), predictor_loss.detach()])
-        names = ("loss", "policy_loss", "value_loss", "intrinsic_value_loss", "entropy", "approx_kl",
-                 "clip_fraction", "rnd_loss")
-        metrics = {f"train/{name}": float(torch.stack([row[i] for row in logged]).mean())
-                   for i, name in enumerate(names)} if logged else {}
-        metrics.update({"train/learning_rate": learning_rate, "train/clip_range": clip_range,
-                        "train/intrinsic_reward": float(buffer.int_rewards.mean()),
-                        "train/explained_variance": explained_variance(buffer.values, buffer.returns)})
+        distribution, values = self.network(batch.obs)
+        log_probs = distribution.log_prob(batch.actions)
+        # the weighted sum of both advantages, normalised per minibatch if asked
+        policy_loss, log_ratio = clipped_surrogate_loss(log_probs, batch.log_probs, batch.advantages, clip_range)
+        vf_clip = c.value_clip_range if c.clip_value_loss else None
+        ext_value_loss = value_loss(values[:, 0], batch.values, batch.returns, vf_clip)
+        int_value_loss = value_loss(values[:, 1], batch.int_values, batch.int_returns, vf_clip)
+        entropy = distribution.entropy().mean()
+        loss = policy_loss + c.value_coef * (ext_value_loss + int_value_loss) - c.entropy_coef * entropy
+        # the predictor learns from a random part of the minibatch only (update_proportion in CleanRL)
+        errors = self.novelty(batch.next_obs)
+        mask = (torch.rand(len(errors), device=self.device) < c.predictor_proportion).float()
+        predictor_loss = (errors * mask).sum() / mask.sum().clamp(min=1.0)
+        approx_kl, clip_fraction = ratio_statistics(log_ratio, clip_range)
+        return loss + predictor_loss, {
+            "loss": loss, "policy_loss": policy_loss, "value_loss": ext_value_loss,
+            "intrinsic_value_loss": int_value_loss, "entropy": entropy, "approx_kl": approx_kl,
+            "clip_fraction": clip_fraction, "rnd_loss": predictor_loss}
+
+    def update(self, buffer, progress: float, should_stop=never) -> dict[str, float]:
+        """PPO's epochs over `minibatch_loss` (the network's gradient clipped, the predictor's not)."""
+        metrics = super().update(buffer, progress, should_stop)
+        metrics["train/intrinsic_reward"] = float(buffer.int_rewards.mean())
         return metrics
 
     def train(self, runner) -> None:
