@@ -12,15 +12,11 @@ This app's periodic chores, each a beat entry of its own (rlweb/celery.py): `rea
 
 from __future__ import annotations
 
-import logging
-
 from celery.signals import worker_ready, worker_shutdown
 from django.utils import timezone
 
 from rlweb.celery import app
 from rlweb.experiments import checkpoint_jobs, lifecycle, workers
-
-logger = logging.getLogger(__name__)
 
 PROCESS_STARTED = timezone.now()  # runs claimed before this belong to an earlier incarnation
 registration: workers.Registration | None = None  # this worker's registry entry, once it is ready
