@@ -26,7 +26,7 @@ def test_it_hides_other_users_experiments(stranger_client, make_experiment):
 
 def test_a_run_whose_worker_went_silent_counts_as_stopped_and_the_page_writes_nothing(owner_client, queued_run,
                                                                                      settings):
-    """The page only reads: the lost-run reaper (a periodic chore) marks the run lost; tests/web/test_pages_only_read.py."""
+    """The page only reads: the lost-run reaper (a periodic chore) marks the run lost (test_pages_only_read.py)."""
     from datetime import timedelta
 
     stale = timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT + 5)

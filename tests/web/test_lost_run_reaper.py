@@ -16,8 +16,8 @@ from rlweb.sweeps.tasks import advance_sweeps
 def test_beat_sends_each_chore_on_its_own_and_drops_those_that_waited_too_long(settings):
     schedule = app.conf.beat_schedule
     tasks = {name: entry["task"] for name, entry in schedule.items()}
-    assert tasks == {"reap-lost-runs": reap_lost_runs.name, "fail-stale-checkpoint-jobs": fail_stale_checkpoint_jobs.name,
-                     "advance-sweeps": advance_sweeps.name}
+    assert tasks == {"reap-lost-runs": reap_lost_runs.name, "advance-sweeps": advance_sweeps.name,
+                     "fail-stale-checkpoint-jobs": fail_stale_checkpoint_jobs.name}
     assert all(task in app.tasks for task in tasks.values())
     assert schedule["reap-lost-runs"]["schedule"] == LOST_RUN_REAP_SECONDS == 10 < settings.HEARTBEAT_TIMEOUT
     for entry in schedule.values():
