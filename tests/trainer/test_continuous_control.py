@@ -282,36 +282,6 @@ def test_each_critic_of_an_ensemble_gives_the_values_and_gradients_of_its_own_ne
         assert all(g is not None and not g[members:].any() for g in gradients)
 
 
-@pytest.mark.parametrize("algorithm", ["sac", "td3"])
-def test_actors_act_through_numpy_views_that_follow_training_and_match_torch(algorithm, tmp_path):
-    agent = trainer.make(algorithm, "Pendulum-v1", seed=0, **TINY[algorithm])
-    observations = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
-    before = agent.act_unit(observations, True) if algorithm == "sac" else agent.act_unit(observations)
-    agent.learn(300)  # the views were made on the first action; updates show through them
-    assert agent.numpy_actor is not None
-
-    def torch_actions(deterministic: bool) -> np.ndarray:
-        with torch.no_grad():
-            obs = torch.as_tensor(observations)
-            if algorithm != "sac":
-                return agent.actor(obs).numpy()
-            return (torch.tanh(agent.actor(obs)[0]) if deterministic else agent.actor.sample(obs)[0]).numpy()
-
-    if algorithm == "sac":
-        np.testing.assert_allclose(agent.act_unit(observations, True), torch_actions(True), atol=1e-5)
-        torch.manual_seed(7)
-        sampled = agent.act_unit(observations, False)
-        torch.manual_seed(7)  # the same draws from torch's generator
-        np.testing.assert_allclose(sampled, torch_actions(False), atol=1e-5)
-        after = agent.act_unit(observations, True)
-    else:
-        np.testing.assert_allclose(agent.act_unit(observations), torch_actions(True), atol=1e-5)
-        after = agent.act_unit(observations)
-    assert not np.allclose(before, after)
-    loaded = trainer.load(agent.save(tmp_path / "final.zip"))
-    np.testing.assert_allclose(loaded.act(observations, True), agent.act(observations, True), atol=1e-6)
-
-
 @pytest.mark.parametrize("algorithm", ["sac", "ddpg", "td3"])
 def test_it_refuses_discrete_actions_with_a_clear_message(algorithm):
     with pytest.raises(trainer.ConfigError) as error:

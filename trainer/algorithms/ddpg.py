@@ -11,7 +11,6 @@ of each action dimension (docs/algorithms.md, DDPG and TD3 checklist).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import torch
@@ -19,7 +18,7 @@ from torch import nn
 
 from trainer.continuous import (PRECISIONS, ActionScaler, Normalizers, OffPolicyActorCritic, OrnsteinUhlenbeckNoise,
                                 QEnsemble, autocast, check_continuous_env, frozen, polyak_update)
-from trainer.cpu_speed import FlatAdam, FlatParameters, NumpyMLP, clip_grad_norm, numpy_network
+from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
 from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers, run_layers
 from trainer.optimizers import SavedAsOne
 from trainer.params import param, vectorization_param
@@ -150,14 +149,8 @@ class DDPG(OffPolicyActorCritic):
             actions = actions + self.config.action_noise * self.rng.standard_normal(actions.shape)
         return self.scaler.to_env(actions)
 
-    @cached_property
-    def numpy_actor(self) -> NumpyMLP | None:
-        return numpy_network(self.device, self.actor.encoder, list(self.actor.body), self.normalizers.observations)
-
     def act_unit(self, observations: np.ndarray) -> np.ndarray:
         """mu(s) in [-1, 1], without exploration noise."""
-        if self.numpy_actor is not None:  # several times faster than torch at a batch of one
-            return np.tanh(self.numpy_actor(observations))
         with torch.no_grad():
             return self.actor(self.normalizers.obs(torch.as_tensor(observations, device=self.device))).cpu().numpy()
 

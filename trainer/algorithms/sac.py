@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import torch
@@ -19,7 +18,7 @@ from torch.nn import functional as F
 
 from trainer.continuous import (PRECISIONS, ActionScaler, ColoredNoise, Normalizers, OffPolicyActorCritic, QEnsemble,
                                 autocast, check_continuous_env, episode_length_limit, frozen)
-from trainer.cpu_speed import FlatAdam, FlatParameters, NumpyMLP, clip_grad_norm, numpy_network
+from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
 from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers, run_layers
 from trainer.optimizers import SavedAsOne
 from trainer.params import param, vectorization_param
@@ -173,18 +172,8 @@ class SAC(OffPolicyActorCritic):
     def act(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
         return self.scaler.to_env(self.act_unit(observations, deterministic))
 
-    @cached_property
-    def numpy_actor(self) -> NumpyMLP | None:
-        return numpy_network(self.device, self.actor.encoder, list(self.actor.body), self.normalizers.observations)
-
     def act_unit(self, observations: np.ndarray, deterministic: bool, noise: np.ndarray | None = None) -> np.ndarray:
         """Actions in [-1, 1], as stored in replay."""
-        if self.numpy_actor is not None:  # several times faster than torch at a batch of one
-            mean, log_std = np.split(self.numpy_actor(observations), 2, axis=-1)
-            if not deterministic:  # the draws of SquashedGaussianActor.sample, from torch's generator
-                noise = torch.randn(mean.shape).numpy() if noise is None else noise
-                mean = mean + np.exp(np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)) * noise
-            return np.tanh(mean).astype(np.float32)
         with torch.no_grad():
             obs = self.normalizers.obs(torch.as_tensor(observations, device=self.device))
             if deterministic:
