@@ -11,8 +11,8 @@
 // others) or the set of runs changes, and after the connection drops, from where each run is: no event is lost,
 // and none reaches a page twice.
 //
-// A module worker (run/live.js starts it with type "module"): it waits as long as the pages before it opens a
-// refused stream again (lib/retry.js).
+// A module worker (run/live.js starts it with type "module"): it imports the wait before opening a refused stream
+// again from lib/retry.js, as the pages do.
 import {retryDelay} from "./lib/retry.js";
 
 const maxOwnStreams = 2;  // leaves the browser 3 of its 6 connections for the rest of the site

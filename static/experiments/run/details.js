@@ -75,7 +75,7 @@ export function showNearest(step) {
     `Step ${step}: ${found.length ? found.join(" and ") : "no video or checkpoint yet"}.`;
 }
 
-// --- the rest of the page -------------------------------------------------------------------------
+// --- status, numbers, checkpoints, videos, log ---------------------------------------------------
 
 export function setStatus(status) {
   statusLabel.textContent = status;
