@@ -120,12 +120,13 @@ class Param:
         if self.choices is not None and value not in self.choices:
             raise ValueError(f"must be one of {', '.join(map(str, self.choices))}")
         if self.type in (int, float):
-            if abs(value) > MAX_MAGNITUDE:  # no setting needs more; 1e308 or a 309-digit step count is a typo
-                raise ValueError(f"must be between -{MAX_MAGNITUDE:.0e} and {MAX_MAGNITUDE:.0e}")
+            # The field's own bounds first, so learning_rate=1e32 hears "at most 1", not the catch-all below.
             if self.low is not None and (value < self.low or (value == self.low and not self.low_inclusive)):
                 raise ValueError(f"must be {'at least' if self.low_inclusive else 'greater than'} {self.low}")
             if self.high is not None and (value > self.high or (value == self.high and not self.high_inclusive)):
                 raise ValueError(f"must be {'at most' if self.high_inclusive else 'less than'} {self.high}")
+            if abs(value) > MAX_MAGNITUDE:  # no setting needs more; 1e308 or a 309-digit step count is a typo
+                raise ValueError(f"must be between -{MAX_MAGNITUDE:.0e} and {MAX_MAGNITUDE:.0e}")
         return value
 
     def _convert(self, raw: Any) -> Any:
