@@ -68,7 +68,7 @@ def check_env_id(env_id) -> None:
                                      "e.g. CartPole-v1."})
     _register_atari()
     if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
+        close = difflib.get_close_matches(env_id, known_env_ids(), n=3)  # only ids that can be made here
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise ConfigError({"env_id": f"Unknown environment id '{env_id}'.{hint}"})
 

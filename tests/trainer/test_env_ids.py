@@ -106,3 +106,12 @@ def test_every_registered_id_is_made_or_refused_with_a_config_error(capsys):
         print(f"\n{len(gym.registry)} registered ids; accepted {made}, refused {refused}; "
               f"{len(known_env_ids())} suggested")
     assert made["dqn"] > 100 and made["sac"] > 20
+
+
+@pytest.mark.parametrize("env_id", ["Ant-v9", "Hopper-v", "phys2d/CartPole-v9", "GymV21Environment-v9"])
+def test_did_you_mean_offers_only_ids_that_can_be_made_here(env_id):
+    with pytest.raises(trainer.ConfigError) as error:
+        check_env_id(env_id)
+    message = error.value.errors["env_id"]
+    offered = message.partition("Did you mean ")[2].rstrip("?").split(", ") if "Did you mean" in message else []
+    assert all(suggestion in known_env_ids() for suggestion in offered), message
