@@ -10,6 +10,7 @@ from pathlib import Path
 import trainer
 from trainer.distributed import Hosts
 from trainer.events import JsonLinesSink, MultiSink, ProgressBarSink
+from trainer.runner import interval_errors
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,6 +142,9 @@ def _train(args) -> int:
     _check_range("seed", args.seed, 0, 2**63 - 1)
     for name in ("eval_interval", "checkpoint_interval", "video_interval"):
         _check_range(name.replace("_", "-"), getattr(args, name), 0, MAX_STEPS)
+    errors = interval_errors(args.total_steps, args.checkpoint_interval, args.video_interval)
+    if errors:
+        raise ValueError("; ".join(f"--{name.replace('_', '-')} {message}" for name, message in errors.items()))
     _check_range("eval-episodes", args.eval_episodes, 1, MAX_EPISODES)
     _check_range("threads", args.threads, 1, 1024)
     _check_range("nodes", args.nodes, 1, 1024)

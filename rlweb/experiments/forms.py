@@ -24,6 +24,7 @@ from trainer import presets
 from trainer.envs import env_spaces
 from trainer.notes import run_notes
 from trainer.params import Param
+from trainer.runner import interval_errors
 
 from rlweb.experiments.models import Experiment, Run
 
@@ -244,6 +245,10 @@ class ExperimentForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
+        if cleaned.get("total_steps"):
+            for name, message in interval_errors(cleaned["total_steps"], cleaned.get("checkpoint_interval") or 0,
+                                                 cleaned.get("video_interval") or 0).items():
+                self.add_error(name, message[0].upper() + message[1:] + ".")
         if "algorithm" not in cleaned or "env_id" not in cleaned:
             return cleaned
         if cleaned["algorithm"] != self.algorithm_name:

@@ -41,6 +41,10 @@ def test_train_writes_final_zip_and_eval_prints_mean_and_std(tmp_path):
      "learning_rate"),
     (["train", "dqn", "CartPole-v1", "--total-steps", "10", "--out", "x", "--set", "oops"], "KEY=VALUE"),
     (["eval", "missing.zip"], "missing.zip"),
+    (["train", "dqn", "CartPole-v1", "--total-steps", "50000", "--out", "x", "--checkpoint-interval", "1"],
+     "--checkpoint-interval must be 0 (off) or at least 50"),
+    (["train", "dqn", "CartPole-v1", "--total-steps", "50000", "--out", "x", "--video-interval", "100"],
+     "--video-interval must be 0 (off) or at least 250"),
 ])
 def test_bad_input_is_a_one_line_error_not_a_traceback(args, message, tmp_path):
     result = subprocess.run([sys.executable, "-m", "trainer", *args], capture_output=True, text=True, cwd=tmp_path,

@@ -11,7 +11,8 @@ import torch
 
 from trainer import runner as runner_module
 from trainer.events import ListSink, Sink
-from trainer.runner import Runner, TrainingError, training_error
+from trainer.params import ConfigError
+from trainer.runner import MAX_CHECKPOINTS, MAX_VIDEOS, Runner, TrainingError, interval_errors, training_error
 
 
 class CountingAgent:
@@ -142,3 +143,23 @@ def test_training_error_explains_running_out_of_memory_and_passes_others_on():
     same = TrainingError("already clear")
     assert training_error(same, 0, "CartPole-v1") is same
     assert training_error(KeyError("a bug"), 0, "CartPole-v1") is None
+
+
+def test_intervals_that_would_make_too_many_checkpoints_or_videos_are_refused(tmp_path):
+    assert interval_errors(50_000, 50, 250) == {} and interval_errors(50_000, 0, 0) == {}
+    errors = interval_errors(50_000, 49, 249)
+    assert errors["checkpoint_interval"].startswith("must be 0 (off) or at least 50:")
+    assert errors["video_interval"].startswith("must be 0 (off) or at least 250:")
+    assert interval_errors(3, 1, 1) == {}  # a short run may checkpoint every step
+    with pytest.raises(ConfigError) as refused:
+        Runner(CountingAgent(), end_step=10_000, checkpoint_interval=1, checkpoint_dir=tmp_path)
+    assert set(refused.value.errors) == {"checkpoint_interval"}
+
+
+def test_a_run_at_the_shortest_intervals_makes_at_most_the_most_checkpoints_and_videos():
+    for total in (999, 1_000, 1_001, 50_000, 123_457):
+        checkpoint = next(n for n in range(1, total + 1) if not interval_errors(total, checkpoint_interval=n))
+        video = next(n for n in range(1, total + 1) if not interval_errors(total, video_interval=n))
+        # periodic ones come before the end step, where the final one is written instead
+        assert (total - 1) // checkpoint <= MAX_CHECKPOINTS and (total - 1) // video <= MAX_VIDEOS
+        assert (total - 1) // (checkpoint - 1 or 1) >= MAX_CHECKPOINTS or checkpoint == 1

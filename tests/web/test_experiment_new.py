@@ -108,6 +108,11 @@ BAD_INPUTS = [
     pytest.param({"num_seeds": "0"}, "num_seeds", "greater than or equal to 1", id="zero seeds"),
     pytest.param({"algorithm": "ppo-from-the-future"}, "algorithm", "Select a valid choice", id="unknown algorithm"),
     pytest.param({"name": ""}, "name", "This field is required", id="no name"),
+    pytest.param({"total_steps": "50000", "checkpoint_interval": "1"}, "checkpoint_interval",
+                 "Must be 0 (off) or at least 50: every 1 of 50,000 steps makes 50,000 checkpoints, and a run makes "
+                 "at most 1,000", id="a checkpoint every step"),
+    pytest.param({"total_steps": "50000", "video_interval": "100"}, "video_interval",
+                 "Must be 0 (off) or at least 250", id="a video every 100 steps"),
 ]
 
 
