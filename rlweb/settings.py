@@ -13,9 +13,12 @@ Variables (all optional):
     RLWEB_HTTPS            True or False (default False): served over HTTPS (directly or by a proxy that sets
                            X-Forwarded-Proto): secure cookies, redirect http to https, HSTS
     RLWEB_HSTS_SECONDS     the HSTS max-age when RLWEB_HTTPS is True (default 31536000, a year; 0: no HSTS)
-    RLWEB_LOGIN_FAILURE_LIMIT         refused sign-ins per username before it is locked (default 5)
-    RLWEB_LOGIN_FAILURE_LIMIT_PER_IP  refused sign-ins per client address before it is locked (default 20)
-    RLWEB_LOGIN_LOCKOUT_MINUTES       the window those are counted in, and so the lock's length (default 15)
+    RLWEB_LOGIN_FAILURE_LIMIT         refused sign-ins for one username from one client address before that
+                                      client waits between tries (default 5)
+    RLWEB_LOGIN_FAILURE_LIMIT_PER_IP  refused sign-ins from one client address, any usernames, before it waits
+                                      between tries (default 20)
+    RLWEB_LOGIN_LOCKOUT_MINUTES       the longest wait: it starts at a minute and doubles with each further
+                                      refusal up to this (default 15)
     RLWEB_MAX_ACTIVE_RUNS_PER_USER    queued plus running runs a user may have at once (default 8)
     RLWEB_MAX_TOTAL_STEPS  environment steps a run may ask for (default 1000000000)
     RLWEB_AUTO_QUEUE       the Celery queue for runs with device "auto" (default "cpu")
@@ -155,7 +158,9 @@ CSRF_TRUSTED_ORIGINS = env_list("RLWEB_CSRF_TRUSTED_ORIGINS", "")
 ALLOW_SIGNUP = env_optional_bool("RLWEB_ALLOW_SIGNUP")  # None: the first account, then the admin's switch
 LOGIN_FAILURE_LIMIT = env_int("RLWEB_LOGIN_FAILURE_LIMIT", 5)
 LOGIN_FAILURE_LIMIT_PER_IP = env_int("RLWEB_LOGIN_FAILURE_LIMIT_PER_IP", 20)
-LOGIN_LOCKOUT_MINUTES = env_int("RLWEB_LOGIN_LOCKOUT_MINUTES", 15)
+LOGIN_LOCKOUT_MINUTES = env_int("RLWEB_LOGIN_LOCKOUT_MINUTES", 15)  # the cap on the growing delay
+LOGIN_FIRST_DELAY_SECONDS = 60  # the wait at the limit; each further refusal doubles it (rlweb/accounts/throttle.py)
+LOGIN_FAILURE_HOURS = 24  # how long a refused sign-in counts
 MAX_ACTIVE_RUNS_PER_USER = env_int("RLWEB_MAX_ACTIVE_RUNS_PER_USER", 8)
 MAX_TOTAL_STEPS = env_int("RLWEB_MAX_TOTAL_STEPS", 10**9)
 AUTO_QUEUE = os.environ.get("RLWEB_AUTO_QUEUE", "cpu")

@@ -10,7 +10,7 @@ class InvitationAdmin(admin.ModelAdmin):
 
 @admin.register(LoginFailure)
 class LoginFailureAdmin(admin.ModelAdmin):
-    """Delete a username's rows here to lift its lock early."""
+    """Delete rows here to lift a delay early (or use the Users page's Clear button)."""
     list_display = ["username", "ip", "at"]
     search_fields = ["username", "ip"]
 

@@ -11,6 +11,7 @@ urlpatterns = [
     path("invitations/<str:token>/", views.invitation_accept, name="invitation-accept"),
     path("users/", views.user_list, name="user-list"),
     path("users/new/", views.user_create, name="user-create"),
+    path("users/<int:user_id>/unlock/", views.user_unlock, name="user-unlock"),
     path("users/signup/", views.signup_switch, name="signup-switch"),
     path("users/invitations/new/", views.invitation_create, name="invitation-create"),
     path("users/invitations/<int:invitation_id>/revoke/", views.invitation_revoke, name="invitation-revoke"),

@@ -1,4 +1,5 @@
-"""Sign-up, invitations and the staff-only Users page (open or close sign-up, invite, create users)."""
+"""Sign-up, invitations and the staff-only Users page (open or close sign-up, invite, create users, clear
+failed sign-ins)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from rlweb.accounts import signup as signup_policy
+from rlweb.accounts import throttle
 from rlweb.accounts.forms import InvitationForm, SignupForm
 from rlweb.accounts.models import Invitation, SiteSettings
 from rlweb.experiments.models import Run
@@ -75,6 +77,10 @@ def user_list(request, user_form=None, invitation_form=None, status=200):
         experiment_count=Count("experiments", distinct=True),
         active_runs=Count("experiments__runs", filter=Q(experiments__runs__status__in=Run.ACTIVE), distinct=True),
     ).order_by("username")
+    failures = dict(throttle.recent_failures().values("username").annotate(count=Count("id"))
+                    .values_list("username", "count"))
+    for account in users:
+        account.failed_sign_ins = failures.get(throttle.username_key(account.get_username()), 0)
     return render(request, "accounts/user_list.html", {
         "users": users, "invitations": Invitation.objects.select_related("used_by", "created_by")[:100],
         "user_form": user_form or SignupForm(prefix="new"), "invitation_form": invitation_form or InvitationForm(),
@@ -90,6 +96,17 @@ def user_create(request):
         return user_list(request, user_form=form, status=400)
     user = form.save()
     messages.success(request, f"Created the account “{user.get_username()}”: give them its password.")
+    return redirect("user-list")
+
+
+@staff_only
+@require_POST
+def user_unlock(request, user_id: int):
+    """Forget a user's refused sign-ins from every address, so that no delay holds them back."""
+    account = get_object_or_404(get_user_model(), pk=user_id)
+    cleared = throttle.clear_failures(account.get_username())
+    messages.success(request, f"Cleared {cleared} failed sign-in{'s' if cleared != 1 else ''} for "
+                              f"“{account.get_username()}”: they can sign in at once.")
     return redirect("user-list")
 
 
