@@ -238,7 +238,10 @@ class Runner:
                 self._evaluate()
             if self.video_interval and not self._stopping():
                 self._record_video()
-            final = self._checkpoint("final.zip", "final", required=True) if self.checkpoint_dir else None
+            # a run cancelled before its first step holds only the weights it was made with: no file for those
+            untrained = self._stopping() and self.agent.steps_done == 0
+            final = self._checkpoint("final.zip", "final", required=True) \
+                if self.checkpoint_dir and not untrained else None
         except Exception as error:
             clear = training_error(error, self.agent.steps_done, self.agent.env_id)
             self.emit("failed", {"error": str(clear) if clear else f"{type(error).__name__}: {error}",

@@ -163,3 +163,25 @@ def test_a_run_at_the_shortest_intervals_makes_at_most_the_most_checkpoints_and_
         # periodic ones come before the end step, where the final one is written instead
         assert (total - 1) // checkpoint <= MAX_CHECKPOINTS and (total - 1) // video <= MAX_VIDEOS
         assert (total - 1) // (checkpoint - 1 or 1) >= MAX_CHECKPOINTS or checkpoint == 1
+
+
+class SavingAgent(CountingAgent):
+    def save(self, path):
+        path.write_bytes(b"weights")
+        return path
+
+
+def test_a_run_cancelled_before_its_first_step_writes_no_checkpoint(tmp_path):
+    sink = Flag()
+    sink.stop = True  # asked to stop before training started
+    summary = Runner(SavingAgent(), end_step=1_000, sink=sink, checkpoint_dir=tmp_path, checkpoint_interval=10).run()
+    assert summary["status"] == "cancelled" and summary["steps"] == 0 and summary["final_checkpoint"] is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_cancelled_after_it_trained_keeps_its_final_checkpoint(monkeypatch, tmp_path):
+    monkeypatch.setattr(runner_module, "STOP_POLL_SECONDS", 0.0)
+    sink = ListSink(stop_after=5)
+    summary = Runner(SavingAgent(), end_step=1_000, sink=sink, log_interval=5, checkpoint_dir=tmp_path).run()
+    assert summary["status"] == "cancelled" and summary["final_checkpoint"] == str(tmp_path / "final.zip")
+    assert [event["values"]["tag"] for event in sink.of_kind("checkpoint")] == ["final"]

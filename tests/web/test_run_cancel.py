@@ -1,4 +1,5 @@
-"""Cancelling a run: a queued one ends at once, a running one is asked to stop and saves a final checkpoint."""
+"""Cancelling a run: a queued one ends at once, a running one is asked to stop and saves a final checkpoint
+(none when it stopped before its first step)."""
 
 from django.urls import reverse
 
@@ -19,7 +20,8 @@ def test_a_queued_run_is_cancelled_at_once_and_its_task_then_skips_it(owner_clie
     assert train_run(queued_run.pk) == "skipped"
 
 
-def test_a_running_run_gets_the_stop_flag_and_stops_with_a_final_checkpoint(owner_client, queued_run, live_redis):
+def test_a_running_run_gets_the_stop_flag_and_stops_before_training_without_a_checkpoint(owner_client, queued_run,
+                                                                                        live_redis):
     Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.RUNNING)
     response = cancel(owner_client, queued_run)
     assert response.status_code == 302
@@ -31,7 +33,8 @@ def test_a_running_run_gets_the_stop_flag_and_stops_with_a_final_checkpoint(owne
     assert train_run(queued_run.pk) == "cancelled"
     queued_run.refresh_from_db()
     assert queued_run.status == Run.Status.CANCELLED and queued_run.steps_done < queued_run.total_steps
-    assert Checkpoint.objects.filter(run=queued_run, tag="final").exists()
+    # it stopped before its first step: the weights it was made with are not worth a file (issue 27)
+    assert queued_run.steps_done == 0 and not Checkpoint.objects.filter(run=queued_run).exists()
 
 
 def test_cancelling_a_finished_run_changes_nothing(owner_client, trained_run, live_redis):
