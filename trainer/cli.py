@@ -66,16 +66,21 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("env_id")
     sweep.add_argument("--param", action="append", default=[], metavar="NAME=SPACE", help="a hyperparameter to search")
     sweep.add_argument("--total-steps", type=int, required=True, help="env steps per trial (per seed)")
-    sweep.add_argument("--eval-interval", type=int, required=True, help="env steps between the evaluations")
+    sweep.add_argument("--eval-interval", type=int, default=None,
+                       help="env steps between the evaluations (default: a tenth of --total-steps)")
     sweep.add_argument("--eval-episodes", type=int, default=5)
-    sweep.add_argument("--objective", default="final", help="final, best or last-N (the mean of the last N evaluations)")
+    sweep.add_argument("--objective", default="final",
+                       help="final, best, last-N (the mean of the last N evaluations) or threshold (the fewest env "
+                            "steps until an evaluation returns --threshold)")
+    sweep.add_argument("--threshold", type=float, default=None, help="the return to reach, for --objective threshold")
     sweep.add_argument("--trials", type=int, default=20)
     sweep.add_argument("--jobs", type=int, default=1, help="trials at once, each in a process of its own")
     sweep.add_argument("--seeds", type=int, default=1, help="runs per trial; its value is their mean")
     sweep.add_argument("--seed", type=int, default=0, help="the sampler's seed, and the runs' first")
     sweep.add_argument("--sampler", default="tpe", choices=["tpe", "random", "grid"])
     sweep.add_argument("--pruner", default="median", choices=["none", "median", "hyperband"])
-    sweep.add_argument("--startup-trials", type=int, default=5, help="median pruner: finished trials before it prunes")
+    sweep.add_argument("--startup-trials", type=int, default=None,
+                       help="median pruner: finished trials before it prunes (default: a quarter of --trials, 1 to 5)")
     sweep.add_argument("--warmup-steps", type=int, default=None,
                        help="median pruner: no trial is pruned before this step (default: a third of --total-steps)")
     sweep.add_argument("--device", default="cpu", help="auto, cpu or cuda")
@@ -227,12 +232,18 @@ def _sweep(args) -> int:
     from trainer import sweep
 
     _check_range("total-steps", args.total_steps, 1, MAX_STEPS)
+    if args.eval_interval is None:
+        args.eval_interval = max(1, args.total_steps // 10)
     _check_range("eval-interval", args.eval_interval, 1, args.total_steps)
     _check_range("eval-episodes", args.eval_episodes, 1, MAX_EPISODES)
     _check_range("trials", args.trials, 1, 100_000)
     _check_range("jobs", args.jobs, 1, 1024)
     _check_range("seeds", args.seeds, 1, 1000)
+    if args.startup_trials is None:
+        args.startup_trials = sweep.default_startup_trials(args.trials)
     _check_range("startup-trials", args.startup_trials, 0, args.trials)
+    if args.objective == "threshold" and args.threshold is None:
+        raise ValueError("--objective threshold needs --threshold, the return to reach")
     if args.warmup_steps is not None:
         _check_range("warmup-steps", args.warmup_steps, 0, args.total_steps)
     trainer.get_spec(args.algorithm)
@@ -245,7 +256,7 @@ def _sweep(args) -> int:
         args.algorithm, args.env_id, dimensions, total_steps=args.total_steps, eval_interval=args.eval_interval,
         eval_episodes=args.eval_episodes, objective=sweep.check_objective(args.objective), trials=args.trials,
         jobs=args.jobs, seeds=args.seeds, seed=args.seed, sampler=args.sampler, pruner=args.pruner,
-        startup_trials=args.startup_trials, warmup_steps=args.warmup_steps,
+        startup_trials=args.startup_trials, warmup_steps=args.warmup_steps, threshold=args.threshold,
         device=args.device, preset=preset.name if preset else None, storage=args.storage, study_name=args.study_name)
     study = sweep.sweep(config)
     print("\n".join(sweep.report(study)))

@@ -29,6 +29,7 @@ from trainer.params import ConfigError, aliases_of
 
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("none", "median", "hyperband")
+NEVER_REACHED = 2  # a trial that never reaches the threshold counts as this many times its budget
 
 
 @dataclass(frozen=True)
@@ -111,12 +112,24 @@ def objective_value(evaluations: list[float], objective: str) -> float:
     return statistics.fmean(evaluations[-count:])
 
 
+def steps_to_threshold(points: list[tuple[int, float]], threshold: float, total_steps: int) -> float:
+    """The objective `threshold`: the step of the first evaluation (step, mean return) at or above `threshold`
+    (fewer is better), or NEVER_REACHED times the budget when none is."""
+    reached = [step for step, value in points if value >= threshold]
+    return float(reached[0]) if reached else float(NEVER_REACHED * total_steps)
+
+
 def check_objective(objective: str) -> str:
-    if objective in ("final", "best"):
+    if objective in ("final", "best", "threshold"):
         return objective
     if objective.startswith("last-") and objective.removeprefix("last-").isdigit() and int(objective[5:]) > 0:
         return objective
-    raise ConfigError({"objective": f"final, best or last-N (N evaluations), not {objective!r}"})
+    raise ConfigError({"objective": f"final, best, last-N (N evaluations) or threshold, not {objective!r}"})
+
+
+def default_startup_trials(trials: int) -> int:
+    """Trials the median pruner lets finish before it prunes any: RL Zoo's 5, fewer in a small sweep."""
+    return max(1, min(5, trials // 4))
 
 
 @dataclass
@@ -134,10 +147,11 @@ class SweepConfig:
     seed: int = 0
     sampler: str = "tpe"
     pruner: str = "median"
-    startup_trials: int = 5  # the median pruner waits for this many finished trials (RL Zoo's choice)
+    startup_trials: int | None = None  # the median pruner waits for this many finished trials (None: by trials)
     warmup_steps: int | None = None  # and prunes no trial before this step (None: a third of total_steps)
     device: str = "cpu"
     preset: str | None = None
+    threshold: float | None = None  # the return to reach, for the objective `threshold`
     storage: str | None = None  # an Optuna storage URL; None: a journal file in `folder`
     study_name: str = "rlweb-sweep"
     folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rlweb-sweep-")))
@@ -156,6 +170,7 @@ class PruningSink(Sink):
     def __init__(self, trial, prune: bool, total_steps: int, objective: str = "final", evaluations=()):
         self.trial, self.prune, self.total_steps, self.objective = trial, prune, total_steps, objective
         self.evaluations: list[float] = [float(value) for value in evaluations]
+        self.evaluation_steps: list[int] = []  # the steps of this run's evaluations (not the resumed run's)
         self.step = 0
         self.pruned_at: int | None = None
         self.reason = ""
@@ -167,6 +182,7 @@ class PruningSink(Sink):
             return
         self.evaluations.append(float(value))
         step = int(event["step"])
+        self.evaluation_steps.append(step)
         if self.prune and self.pruned_at is None and math.isfinite(value) and step < self.total_steps:
             self.ask_pruner(step)
 
@@ -211,7 +227,11 @@ def run_trial(trial, config: SweepConfig) -> float:
         if sink.pruned_at is not None:
             trial.set_user_attr("pruned_at", sink.pruned_at)
             raise optuna.TrialPruned(sink.reason)
-        value = objective_value(sink.evaluations, config.objective)
+        if config.objective == "threshold":
+            value = steps_to_threshold(list(zip(sink.evaluation_steps, sink.evaluations)), config.threshold,
+                                       config.total_steps)
+        else:
+            value = objective_value(sink.evaluations, config.objective)
         if not math.isfinite(value):
             raise ValueError(f"the evaluation returned {value}")
         values.append(value)
@@ -242,7 +262,8 @@ def make_pruner(config: SweepConfig):
 
     if config.pruner == "median":  # an RL curve is noisy early: RL Zoo's settings, in env steps
         warmup = config.total_steps // 3 if config.warmup_steps is None else config.warmup_steps
-        return median_pruner(n_startup_trials=config.startup_trials, n_warmup_steps=warmup)
+        startup = default_startup_trials(config.trials) if config.startup_trials is None else config.startup_trials
+        return median_pruner(n_startup_trials=startup, n_warmup_steps=warmup)
     if config.pruner == "hyperband":
         return optuna.pruners.HyperbandPruner(min_resource=config.eval_interval, max_resource=config.total_steps)
     return optuna.pruners.NopPruner()
@@ -312,7 +333,8 @@ def storage_of(config: SweepConfig):
 def load_study(config: SweepConfig, pruner=None, process: int = 0):
     import optuna
 
-    return optuna.create_study(study_name=config.study_name, storage=storage_of(config), direction="maximize",
+    direction = "minimize" if config.objective == "threshold" else "maximize"  # fewer steps to the return
+    return optuna.create_study(study_name=config.study_name, storage=storage_of(config), direction=direction,
                                sampler=make_sampler(config, process), pruner=pruner or make_pruner(config),
                                load_if_exists=True)
 
@@ -340,6 +362,8 @@ def sweep(config: SweepConfig, pruner=None):
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     check_objective(config.objective)
+    if config.objective == "threshold" and (config.threshold is None or not math.isfinite(config.threshold)):
+        raise ConfigError({"threshold": "the objective threshold needs the return to reach"})
     make_sampler(config)  # a grid over a range is refused before anything trains
     load_study(config, pruner)  # created once, before the processes load it
     if config.jobs == 1:

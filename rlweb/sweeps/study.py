@@ -28,8 +28,8 @@ import trainer
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-from trainer.sweep import (Dimension, PruningSink, SweepConfig, at_the_floor, finished_trials, finished_values_at,
-                           make_pruner, make_sampler, objective_value)
+from trainer.sweep import (Dimension, PruningSink, SweepConfig, at_the_floor, default_startup_trials, finished_trials,
+                           finished_values_at, make_pruner, make_sampler, objective_value, steps_to_threshold)
 
 from rlweb.experiments import lifecycle, redis_keys
 from rlweb.experiments.models import Event, Experiment, Run
@@ -41,7 +41,6 @@ TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 LOCK_SECONDS = 120  # an advance holding the lock longer than this (a crashed one) lets the next one in
 PRUNED_FLAG_SECONDS = 8 * 24 * 3600
 STORAGE_URLS: set[str] = set()  # the databases storage_at has opened
-NEVER_REACHED = 2  # a trial that never reaches the threshold counts as this many times its budget
 
 
 # --- the study ----------------------------------------------------------------------------------------------
@@ -87,7 +86,7 @@ def dimensions(sweep: Sweep) -> list[Dimension]:
 
 def startup_trials(sweep: Sweep) -> int:
     """Trials the median pruner lets finish before it prunes any: RL Zoo's 5, fewer in a small sweep."""
-    return max(1, min(5, sweep.trials // 4))
+    return default_startup_trials(sweep.trials)
 
 
 def objective_of(sweep: Sweep) -> str:
@@ -264,8 +263,7 @@ def evaluations(run: Run) -> list[tuple[int, float]]:
 def run_objective(sweep: Sweep, run: Run) -> float | None:
     points = evaluations(run)
     if sweep.objective == "threshold":
-        reached = [step for step, value in points if value >= sweep.threshold]
-        return float(reached[0]) if reached else float(NEVER_REACHED * sweep.total_steps)
+        return steps_to_threshold(points, sweep.threshold, sweep.total_steps)
     if not points:
         return None
     return objective_value([value for _, value in points], objective_of(sweep))

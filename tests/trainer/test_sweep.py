@@ -62,7 +62,7 @@ def test_a_wrong_search_space_is_a_config_error_naming_the_hyperparameter(text, 
 
 
 def test_the_median_pruner_waits_for_finished_trials_and_for_a_third_of_the_run_by_default(tmp_path):
-    pruner = sweep.make_pruner(config(tmp_path, [], pruner="median", total_steps=90_000))
+    pruner = sweep.make_pruner(config(tmp_path, [], pruner="median", total_steps=90_000, trials=20))
     assert (pruner.startup_trials, pruner.warmup_steps) == (5, 30_000)
     pruner = sweep.make_pruner(config(tmp_path, [], pruner="median", startup_trials=2, warmup_steps=0))
     assert (pruner.startup_trials, pruner.warmup_steps) == (2, 0)
@@ -198,3 +198,40 @@ def test_the_median_pruner_also_prunes_a_trial_tied_with_the_median_at_the_floor
     assert sweep.at_the_floor(-500, [-500, -500, -90]) and not sweep.at_the_floor(-500, [-500, -500, -500])
     assert not sweep.at_the_floor(500, [500, 500, 500]) and not sweep.at_the_floor(-500, [-500, -90, -80])
     assert not sweep.at_the_floor(-500, [])
+
+
+def test_a_small_median_sweep_runs_on_the_command_lines_own_defaults(tmp_path, capsys):
+    """--trials 3 --pruner median once failed on its own --startup-trials default (5), and --eval-interval was
+    demanded: it defaults to a tenth of --total-steps."""
+    storage = f"sqlite:///{tmp_path / 'sweep.db'}"
+    code = main(["sweep", "dqn", "CartPole-v1", "--param", "learning_starts=50", "--param", "batch_size=16",
+                 "--param", "hidden_layers=16", "--total-steps", "300", "--eval-episodes", "1", "--trials", "3",
+                 "--pruner", "median", "--sampler", "random", "--storage", storage])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    study = optuna.load_study(study_name="rlweb-sweep", storage=storage)
+    assert len(study.trials) == 3
+    assert all(sorted(trial.intermediate_values) == list(range(30, 300, 30)) for trial in study.trials
+               if trial.state.name == "COMPLETE")
+
+
+def test_the_startup_trials_default_follows_the_number_of_trials():
+    assert [sweep.default_startup_trials(trials) for trials in (1, 3, 8, 20, 100)] == [1, 1, 2, 5, 5]
+
+
+def test_the_command_line_sweeps_for_the_fewest_steps_to_a_return(tmp_path, capsys):
+    """The web form's threshold objective, on the command line: a trial's value is the step of its first
+    evaluation at or above --threshold, and fewer is better."""
+    storage = f"sqlite:///{tmp_path / 'sweep.db'}"
+    args = ["sweep", "dqn", "CartPole-v1", "--param", "learning_starts=50", "--param", "batch_size=16",
+            "--param", "hidden_layers=16", "--total-steps", "300", "--eval-interval", "100", "--eval-episodes", "1",
+            "--trials", "2", "--pruner", "none", "--sampler", "random", "--objective", "threshold"]
+    assert main(args + ["--storage", storage]) == 2
+    assert "--threshold" in capsys.readouterr().err
+    assert main(args + ["--threshold", "5", "--storage", storage]) == 0
+    study = optuna.load_study(study_name="rlweb-sweep", storage=storage)
+    assert study.direction == optuna.study.StudyDirection.MINIMIZE
+    assert [trial.value for trial in study.trials] == [100, 100]  # CartPole's every episode returns more than 5
+    assert main(args + ["--threshold", "1e6", "--storage", f"sqlite:///{tmp_path / 'never.db'}"]) == 0
+    never = optuna.load_study(study_name="rlweb-sweep", storage=f"sqlite:///{tmp_path / 'never.db'}")
+    assert [trial.value for trial in never.trials] == [600, 600]  # never reached: twice the budget
