@@ -51,7 +51,11 @@ def page_data(sweep: Sweep) -> dict:
     ranked = sorted(trials, key=lambda row: (row["value"] is None, -(row["value"] or 0) if sweep.direction == "maximize"
                                              else row["value"] or 0))  # the best trials' runs first
     run_ids = [run["id"] for row in ranked for run in row["runs"]][:MAX_RUNS]
+    statuses = [{run["status"] for run in row["runs"]} for row in trials if row["state"] == "running"]
+    training = sum(Run.Status.RUNNING in these for these in statuses)
+    queued = sum(Run.Status.QUEUED in these and Run.Status.RUNNING not in these for these in statuses)  # no worker yet
     return {"status": sweep.status, "trials_total": sweep.trials, "trials": trials, "finished": finished,
+            "training": training, "queued": queued,
             "steps": sum(row["steps"] for row in trials),
             "best": best and {"number": best.number, "value": best.value, "params": best.params,
                               "experiment_url": best.experiment.get_absolute_url() if best.experiment else None},

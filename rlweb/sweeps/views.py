@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_POST
 
 from rlweb.experiments.views import env_ids, owned_experiment
@@ -88,7 +89,8 @@ def sweep_extend(request, sweep_id: int):
         messages.error(request, "A grid sweep runs every combination once: there is nothing to add.")
         return redirect(sweep)
     study.extend(sweep, form.cleaned_data["more"])
-    messages.success(request, f"{form.cleaned_data['more']} more trials.")
+    more = form.cleaned_data["more"]
+    messages.success(request, f"{more} more trial{pluralize(more)}.")
     return redirect(sweep)
 
 
@@ -103,5 +105,6 @@ def sweep_launch_best(request, sweep_id: int):
     if experiment is None:
         messages.error(request, "No trial has completed yet.")
         return redirect(sweep)
-    messages.success(request, f"Launched the best trial's values with {experiment.num_seeds} seeds.")
+    messages.success(request, f"Launched the best trial's values with {experiment.num_seeds} "
+                              f"seed{pluralize(experiment.num_seeds)}.")
     return redirect(experiment)

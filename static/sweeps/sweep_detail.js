@@ -33,7 +33,8 @@ function show(data) {
   data.trials.forEach((trial) => { counts[trial.state] += 1; });
   document.getElementById("sweep-progress").textContent =
     `${data.finished} of ${data.trials_total} trials ended: ${counts.complete} complete, ${counts.pruned} pruned, ` +
-    `${counts.failed} failed; ${counts.running} training. ${data.steps.toLocaleString()} env steps so far.`;
+    `${counts.failed} failed; ${data.training} training, ${data.queued} waiting for a worker. ` +
+    `${data.steps.toLocaleString()} env steps so far.`;
   const best = document.getElementById("best");
   if (data.best) {
     const params = Object.entries(data.best.params).map(([name, value]) => `${name}=${param(value)}`).join(", ");

@@ -263,3 +263,28 @@ def test_a_sweep_whose_study_was_never_made_gets_one_at_the_next_chore_not_from_
     data = owner_client.get(reverse("sweep-data", args=[sweep.pk])).json()
     assert len(data["trials"]) == 1 and data["trials"][0]["state"] == "running"
     assert owner_client.get(reverse("sweep-figures", args=[sweep.pk])).status_code == 200
+
+
+def test_messages_about_one_seed_or_one_trial_say_it_in_the_singular(owner_client):
+    from django.contrib.messages import get_messages
+
+    owner_client.post(reverse("sweep-new"), sweep_form(trials="1", parallel="1"))
+    sweep = Sweep.objects.get()
+    train_queued(sweep)
+    response = owner_client.post(reverse("sweep-launch-best", args=[sweep.pk]), {"seeds": "1"})
+    assert [str(message) for message in get_messages(response.wsgi_request)][-1] == \
+        "Launched the best trial's values with 1 seed."
+    response = owner_client.post(reverse("sweep-extend", args=[sweep.pk]), {"more": "1"})
+    assert [str(message) for message in get_messages(response.wsgi_request)][-1] == "1 more trial."
+
+
+def test_the_data_tells_the_trials_training_from_those_waiting_for_a_worker(owner_client):
+    """Two trials at once with one worker: one trains, the other's run waits in the queue."""
+    owner_client.post(reverse("sweep-new"), sweep_form(parallel="2"))
+    sweep = Sweep.objects.get()
+    data = owner_client.get(reverse("sweep-data", args=[sweep.pk])).json()
+    assert (data["training"], data["queued"]) == (0, 2)
+    first = Run.objects.filter(experiment__sweep_trial__sweep=sweep).order_by("pk").first()
+    Run.objects.filter(pk=first.pk).update(status=Run.Status.RUNNING)
+    data = owner_client.get(reverse("sweep-data", args=[sweep.pk])).json()
+    assert (data["training"], data["queued"]) == (1, 1)
