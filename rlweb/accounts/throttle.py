@@ -2,7 +2,8 @@
 someone else out.
 
 Refused sign-ins are rows in the database (LoginFailure), so every web process sees the same counts. Two
-counts hold a client back, both over the refused sign-ins of the last `LOGIN_FAILURE_HOURS`:
+counts hold a client back, both over the refused sign-ins of the last `LOGIN_FAILURE_HOURS` (an IPv6 client
+counts by its /64 network):
 - a username together with the client's address: `LOGIN_FAILURE_LIMIT` of them;
 - the client's address, whatever the usernames: `LOGIN_FAILURE_LIMIT_PER_IP` of them.
 At the limit, the next attempt waits `LOGIN_FIRST_DELAY_SECONDS` after the latest refused one; each
@@ -19,6 +20,7 @@ whether or not the username exists.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from datetime import datetime, timedelta
 
@@ -37,8 +39,21 @@ HELD_BACK = "_rlweb_sign_in_held_back"  # set on a request refused before its pa
 
 
 def client_ip(request) -> str:
-    """The peer address (behind a proxy, let uvicorn set it from X-Forwarded-For: --forwarded-allow-ips)."""
-    return (request.META.get("REMOTE_ADDR") or "")[:45] if request is not None else ""
+    """The peer address (behind a proxy, let uvicorn set it from X-Forwarded-For: --forwarded-allow-ips), as
+    address_key counts it."""
+    return address_key(request.META.get("REMOTE_ADDR") or "") if request is not None else ""
+
+
+def address_key(address: str) -> str:
+    """An IPv4 address as it is; an IPv6 one as its /64 network, which one machine usually has whole, so that
+    stepping through its addresses does not start the counts afresh."""
+    try:
+        ip = ipaddress.ip_address(address.strip())
+    except ValueError:
+        return address.strip()[:45]
+    if ip.version == 6 and ip.ipv4_mapped is None:
+        return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))
+    return str(ip.ipv4_mapped if ip.version == 6 else ip)
 
 
 def username_key(username) -> str:
@@ -75,8 +90,11 @@ def held_until(username, ip: str) -> datetime | None:
 def wait_message(until: datetime) -> str:
     """The same words whether or not the username exists: the counts are kept for any username typed."""
     seconds = max(1, math.ceil((until - timezone.now()).total_seconds()))
-    wait = (f"{seconds} second{'s' if seconds != 1 else ''}" if seconds < 60 else
-            f"{math.ceil(seconds / 60)} minute{'s' if math.ceil(seconds / 60) != 1 else ''}")
+    minutes = math.ceil(seconds / 60)
+    if seconds <= 45:  # "1 minute" from 46 seconds on, so the first wait reads the same on a slow server
+        wait = f"{seconds} second{'s' if seconds != 1 else ''}"
+    else:
+        wait = f"{minutes} minute{'s' if minutes != 1 else ''}"
     return f"Too many failed sign-ins from this address: try again in {wait}."
 
 
@@ -87,7 +105,7 @@ def clear_failures(username=None, ip: str | None = None) -> int:
     if username is not None:
         rows = rows.filter(username=username_key(username))
     if ip is not None:
-        rows = rows.filter(ip=ip)
+        rows = rows.filter(ip=address_key(ip))
     return rows.delete()[0]
 
 
