@@ -24,7 +24,7 @@ from trainer import presets
 from trainer.envs import env_spaces
 from trainer.notes import run_notes
 from trainer.params import Param
-from trainer.runner import interval_errors
+from trainer.runner import MAX_CHECKPOINTS, interval_errors
 
 from rlweb.experiments.models import Experiment, Run
 
@@ -118,7 +118,8 @@ class ExperimentForm(forms.ModelForm):
     class Meta:
         model = Experiment
         fields = ["name", "algorithm", "env_id", "num_seeds", "total_steps", "eval_interval", "eval_episodes",
-                  "checkpoint_interval", "video_interval", "device", "auto_resume", "max_auto_resumes", "tags", "description",
+                  "checkpoint_interval", "keep_checkpoints", "video_interval", "device", "auto_resume",
+                  "max_auto_resumes", "tags", "description",
                   "preset"]
         labels = {"auto_resume": "Resume lost runs by themselves", "max_auto_resumes": "At most this many times"}
 
@@ -140,6 +141,10 @@ class ExperimentForm(forms.ModelForm):
     checkpoint_interval = forms.IntegerField(min_value=0, max_value=10**9, initial=0,
                                              help_text="Env steps between periodic checkpoints (0: only the best "
                                                        "and final ones).")
+    keep_checkpoints = forms.IntegerField(label="Periodic checkpoints kept", min_value=0, max_value=MAX_CHECKPOINTS,
+                                          required=False, initial=Experiment._meta.get_field("keep_checkpoints").default,
+                                          help_text="Per run, the latest ones; older ones are deleted as new ones come "
+                                                    "(0: keep all). The best and final checkpoints are always kept.")
     video_interval = forms.IntegerField(min_value=0, max_value=10**9, initial=0,
                                         help_text="Env steps between recorded evaluation episodes (0: no videos).")
     device = forms.ChoiceField(choices=device_choices, initial=Experiment.Device.AUTO,
@@ -215,6 +220,10 @@ class ExperimentForm(forms.ModelForm):
     def clean_max_auto_resumes(self) -> int:
         value = self.cleaned_data["max_auto_resumes"]
         return Experiment._meta.get_field("max_auto_resumes").default if value is None else value
+
+    def clean_keep_checkpoints(self) -> int:
+        value = self.cleaned_data["keep_checkpoints"]
+        return Experiment._meta.get_field("keep_checkpoints").default if value is None else value
 
     def clean_preset(self) -> str:
         """The name recorded on the experiment ("" for none); refused when the algorithm has no such preset."""

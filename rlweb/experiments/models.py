@@ -37,6 +37,9 @@ class Experiment(models.Model):
     eval_episodes = models.PositiveIntegerField(default=5)
     checkpoint_interval = models.PositiveIntegerField(default=0, help_text="Env steps between checkpoints (0: off).")
     video_interval = models.PositiveIntegerField(default=0, help_text="Env steps between recorded episodes (0: off).")
+    keep_checkpoints = models.PositiveIntegerField(
+        default=20, help_text="Periodic checkpoints kept per run, the latest ones (0: all); its best and final ones "
+                              "are always kept. Experiments made before this field keep all.")
     description = models.TextField(blank=True)
     notes = models.TextField(blank=True, help_text="Its owner's markdown notes, written on its page (notes.py).")
     tags = models.JSONField(default=list, blank=True, help_text="Short labels, for filtering.")
@@ -266,8 +269,9 @@ class Checkpoint(models.Model):
     step = models.PositiveBigIntegerField()
     file = models.FileField(upload_to=checkpoint_path, max_length=500)
     created = models.DateTimeField(auto_now_add=True)
-    # a best or final checkpoint that a newer one of its tag replaced, kept (with its file) only because jobs
-    # were asked on it: they still act on the policy they were asked for, and the page lists it no more
+    # a best or final checkpoint that a newer one of its tag replaced, or a periodic one past the experiment's
+    # `keep_checkpoints`, kept (with its file) only because jobs were asked on it: they still act on the policy they
+    # were asked for, and the page lists it no more
     replaced = models.BooleanField(default=False)
 
     class Meta:

@@ -309,11 +309,24 @@ class RedisSink(Sink):
         name = f"step_{step}.zip" if tag == Checkpoint.Tag.PERIODIC else f"{tag}.zip"
         checkpoint = self.store(Checkpoint(run=self.run, tag=tag, step=step), values, name, "checkpoint")
         if checkpoint and tag != Checkpoint.Tag.PERIODIC:
-            with contextlib.suppress(DatabaseError), transaction.atomic():  # (gone: the next one replaces both)
-                older = Checkpoint.objects.filter(run=self.run, tag=tag).exclude(pk=checkpoint.pk)
-                older.filter(jobs__isnull=True).delete()
-                older.update(replaced=True)
+            older = Checkpoint.objects.filter(run=self.run, tag=tag).exclude(pk=checkpoint.pk)
+            self.retire(older)
+        elif checkpoint and self.run.experiment.keep_checkpoints:
+            self.retire(self.periodic_past(self.run.experiment.keep_checkpoints))
         return checkpoint and checkpoint.pk
+
+    def periodic_past(self, keep: int):
+        """The run's periodic checkpoints it offers past the latest `keep` (the experiment's `keep_checkpoints`)."""
+        kept = self.run.current_checkpoints().filter(tag=Checkpoint.Tag.PERIODIC).order_by("-step", "-id")
+        return Checkpoint.objects.filter(pk__in=list(kept.values_list("pk", flat=True)[keep:]))
+
+    @staticmethod
+    def retire(checkpoints) -> None:
+        """Delete these checkpoints with their files; those jobs were asked on stay for them, marked `replaced`
+        (the page lists them no more). A database error leaves them: the next checkpoint retires them too."""
+        with contextlib.suppress(DatabaseError), transaction.atomic():
+            checkpoints.filter(jobs__isnull=True).delete()
+            checkpoints.update(replaced=True)
 
     def store_video(self, values: dict, step: int) -> int | None:
         """Copy an episode video the runner wrote into Django storage."""

@@ -38,7 +38,7 @@ def posted_values(html: str) -> dict:
 def test_the_form_comes_filled_with_every_value_of_the_experiment(owner_client, make_experiment):
     experiment = make_experiment(name="Tuned", total_steps=1234, eval_interval=300, eval_episodes=3,
                                  checkpoint_interval=600, video_interval=900, num_seeds=2, device="auto",
-                                 tags=["baseline", "lr sweep"], description="Smaller net.",
+                                 keep_checkpoints=7, tags=["baseline", "lr sweep"], description="Smaller net.",
                                  hyperparameters={**trainer.validate("dqn", "CartPole-v1", {}),
                                                   "learning_rate": 0.00042, "double_q": True, "hidden_layers": "16"})
     response = owner_client.get(clone_url(experiment))
@@ -48,10 +48,11 @@ def test_the_form_comes_filled_with_every_value_of_the_experiment(owner_client, 
     values = posted_values(html)
     assert values["name"] == "Tuned (copy)"
     assert {name: values[name] for name in ("algorithm", "env_id", "total_steps", "eval_interval", "eval_episodes",
-                                            "checkpoint_interval", "video_interval", "num_seeds", "device", "tags")} == {
+                                            "checkpoint_interval", "keep_checkpoints", "video_interval", "num_seeds",
+                                            "device", "tags")} == {
         "algorithm": "dqn", "env_id": "CartPole-v1", "total_steps": "1234", "eval_interval": "300",
-        "eval_episodes": "3", "checkpoint_interval": "600", "video_interval": "900", "num_seeds": "2",
-        "device": "auto", "tags": "baseline, lr sweep"}
+        "eval_episodes": "3", "checkpoint_interval": "600", "keep_checkpoints": "7", "video_interval": "900",
+        "num_seeds": "2", "device": "auto", "tags": "baseline, lr sweep"}
     assert values["description"] == "Smaller net."
     assert values["hp_learning_rate"] == "0.00042" and values["hp_hidden_layers"] == "16"
     assert values["hp_double_q"] == "on"

@@ -197,6 +197,19 @@ def test_bad_tags_are_refused_next_to_the_field(owner_client, text, message):
     assert not Experiment.objects.exists()
 
 
+def test_the_periodic_checkpoints_kept_are_stored_and_shown_with_twenty_when_left_empty(
+        owner_client, django_capture_on_commit_callbacks):
+    form = owner_client.get(reverse("experiment-new")).content.decode()
+    assert "Periodic checkpoints kept" in field_block(form, "keep_checkpoints")
+    with django_capture_on_commit_callbacks(execute=True):
+        owner_client.post(reverse("experiment-new"), form_data(name="five", keep_checkpoints="5"))
+        owner_client.post(reverse("experiment-new"), form_data(name="empty", keep_checkpoints=""))
+    assert Experiment.objects.get(name="five").keep_checkpoints == 5
+    assert Experiment.objects.get(name="empty").keep_checkpoints == 20
+    page = owner_client.get(Experiment.objects.get(name="five").get_absolute_url()).content.decode()
+    assert "<dt>keep_checkpoints</dt><dd><code>5</code>" in page
+
+
 def test_description_video_interval_and_device_are_stored(owner_client, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         owner_client.post(reverse("experiment-new"), form_data(description="Does a smaller net learn faster?",

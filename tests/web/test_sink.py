@@ -10,7 +10,7 @@ import trainer
 from django.core.files.storage import default_storage
 
 from rlweb.experiments import lifecycle, redis_keys
-from rlweb.experiments.models import Checkpoint, Event, Experiment, Run
+from rlweb.experiments.models import Checkpoint, CheckpointJob, Event, Experiment, Run
 from rlweb.experiments.sink import FINISHED_STREAM_SECONDS, RedisSink
 from tests.web.helpers import TINY_DQN
 
@@ -80,6 +80,51 @@ def test_checkpoints_are_copied_into_storage_with_one_best_and_one_final(queued_
     assert len(default_storage.listdir(f"checkpoints/run_{queued_run.pk}")[1]) == 4  # the old best is gone
     events = Event.objects.filter(run=queued_run, kind="checkpoint")
     assert {event.values["checkpoint_id"] for event in events} >= {checkpoint.pk for checkpoint in checkpoints}
+
+
+def checkpoint_event(tmp_path, step: int, tag: str = "periodic") -> dict:
+    path = tmp_path / f"{tag}_{step}.zip"
+    path.write_bytes(b"weights" * step)
+    return {"kind": "checkpoint", "step": step, "time": 1.0, "values": {"path": str(path), "tag": tag, "step": step}}
+
+
+def test_a_run_keeps_its_latest_periodic_checkpoints_and_its_best_and_final_and_deletes_the_files_of_older_ones(
+        make_experiment, tmp_path):
+    run = Run.objects.create(experiment=make_experiment(keep_checkpoints=2), seed=0, total_steps=1_000)
+    sink = RedisSink(run)
+    sink.emit(checkpoint_event(tmp_path, 50, "best"))
+    for step in (100, 200, 300, 400):
+        sink.emit(checkpoint_event(tmp_path, step))
+    sink.emit(checkpoint_event(tmp_path, 500, "final"))
+    sink.close()
+    assert sorted((checkpoint.tag, checkpoint.step) for checkpoint in Checkpoint.objects.filter(run=run)) == [
+        ("best", 50), ("final", 500), ("periodic", 300), ("periodic", 400)]
+    assert sorted(default_storage.listdir(f"checkpoints/run_{run.pk}")[1]) == [
+        "best.zip", "final.zip", "step_300.zip", "step_400.zip"]
+
+
+def test_a_periodic_checkpoint_past_the_kept_ones_stays_for_the_jobs_asked_on_it(make_experiment, tmp_path):
+    run = Run.objects.create(experiment=make_experiment(keep_checkpoints=1), seed=0, total_steps=1_000)
+    sink = RedisSink(run)
+    sink.emit(checkpoint_event(tmp_path, 100))
+    asked_on = Checkpoint.objects.get(run=run)
+    CheckpointJob.objects.create(checkpoint=asked_on, kind=CheckpointJob.Kind.EVALUATE)
+    sink.emit(checkpoint_event(tmp_path, 200))
+    sink.emit(checkpoint_event(tmp_path, 300))
+    sink.close()
+    asked_on.refresh_from_db()
+    assert asked_on.replaced and default_storage.exists(asked_on.file.name)
+    assert [checkpoint.step for checkpoint in run.current_checkpoints()] == [300]
+    assert sorted(checkpoint.step for checkpoint in Checkpoint.objects.filter(run=run)) == [100, 300]
+
+
+def test_an_experiment_that_keeps_every_checkpoint_deletes_none(make_experiment, tmp_path):
+    run = Run.objects.create(experiment=make_experiment(keep_checkpoints=0), seed=0, total_steps=1_000)
+    sink = RedisSink(run)
+    for step in range(100, 2_600, 100):
+        sink.emit(checkpoint_event(tmp_path, step))
+    sink.close()
+    assert Checkpoint.objects.filter(run=run).count() == 25
 
 
 def test_a_checkpoint_file_that_vanished_is_skipped(queued_run, tmp_path):
