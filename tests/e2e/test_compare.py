@@ -206,7 +206,8 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(demo
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.uncheck("#show-all-settings")
     page.mouse.move(0, 0)  # no chart toolbar in the picture (it fades out)
-    page.wait_for_function("[...document.querySelectorAll('.modebar')].every((bar) => getComputedStyle(bar).opacity === '0')")
+    page.wait_for_function(  # (plotly fades the toolbar's buttons out, not the bar)
+        "[...document.querySelectorAll('.modebar-group')].every((group) => getComputedStyle(group).opacity === '0')")
     page.screenshot(path=str(SCREENSHOTS / "compare.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
     charts_fit(page)  # plotly resizes to the narrow page
