@@ -16,6 +16,7 @@ import trainer
 from django import forms
 from django.conf import settings
 from django.core.validators import MaxValueValidator
+from django.template.defaultfilters import pluralize
 from trainer.sweep import parse_dimension
 
 from rlweb.experiments.forms import (DEFAULT_ENV_ID, HYPERPARAMETER_PREFIX, algorithm_choices, bounds_text,
@@ -208,6 +209,6 @@ class LaunchBestForm(forms.Form):
         seeds = self.cleaned_data["seeds"]
         active = Run.objects.filter(experiment__owner=self.owner, status__in=Run.ACTIVE).count()
         if self.owner is not None and active + seeds > settings.MAX_ACTIVE_RUNS_PER_USER:
-            raise forms.ValidationError(f"You have {active} queued or running runs; this site allows "
+            raise forms.ValidationError(f"You have {active} queued or running run{pluralize(active)}; this site allows "
                                         f"{settings.MAX_ACTIVE_RUNS_PER_USER} at a time.")
         return seeds

@@ -27,6 +27,7 @@ import redis
 import trainer
 from django.conf import settings
 from django.db import connection, transaction
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 from trainer.sweep import (Dimension, PruningSink, SweepConfig, at_the_floor, default_startup_trials, finished_trials,
                            finished_values_at, make_pruner, make_sampler, objective_value, steps_to_threshold)
@@ -339,7 +340,8 @@ def why_pruned(sweep: Sweep, study, step: int, value: float) -> str:
             median = (f" no better than the worst of {len(others)} finished trials, where half of them were "
                       f"({min(others):.2f}), while others did better")
         else:
-            median = f" below the median {statistics.median(others):.2f} of {len(others)} finished trials" if others else ""
+            median = (f" below the median {statistics.median(others):.2f} of {len(others)} finished "
+                      f"trial{pluralize(len(others))}" if others else "")
         return f"pruned at step {step:,}: value so far {value:.2f}{median} at that step (median pruner)"
     return f"pruned at step {step:,}: value so far {value:.2f}, not among the best of its rung (Hyperband)"
 

@@ -207,3 +207,6 @@ def test_a_pruned_trials_log_says_which_rule_stopped_it():
     assert why_pruned(sweep, finished_trials(-500, -500, -120), 200, -500.0) == (
         "pruned at step 200: value so far -500.00 no better than the worst of 3 finished trials, where half of "
         "them were (-500.00), while others did better at that step (median pruner)")
+    assert why_pruned(sweep, finished_trials(-120), 200, -490.0) == (
+        "pruned at step 200: value so far -490.00 below the median -120.00 of 1 finished trial at that step "
+        "(median pruner)")

@@ -288,3 +288,14 @@ def test_the_data_tells_the_trials_training_from_those_waiting_for_a_worker(owne
     Run.objects.filter(pk=first.pk).update(status=Run.Status.RUNNING)
     data = owner_client.get(reverse("sweep-data", args=[sweep.pk])).json()
     assert (data["training"], data["queued"]) == (1, 1)
+
+
+def test_the_launch_refusal_counts_one_active_run_in_the_singular(owner_client, settings):
+    from django.contrib.messages import get_messages
+
+    settings.MAX_ACTIVE_RUNS_PER_USER = 2
+    owner_client.post(reverse("sweep-new"), sweep_form(trials="1", parallel="1"))
+    sweep = Sweep.objects.get()
+    response = owner_client.post(reverse("sweep-launch-best", args=[sweep.pk]), {"seeds": "2"})
+    assert [str(message) for message in get_messages(response.wsgi_request)][-1] == \
+        "You have 1 queued or running run; this site allows 2 at a time."
