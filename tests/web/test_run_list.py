@@ -161,3 +161,8 @@ def test_a_stranger_sees_none_of_the_owners_runs(stranger_client, runs):
 def test_it_needs_a_login(client, db):
     response = client.get(URL)
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_the_count_of_one_run_or_one_experiment_is_singular(owner_client, queued_run):
+    assert "1–1 of 1 run</p>" in owner_client.get(URL).content.decode()
+    assert "1–1 of 1 experiment</p>" in owner_client.get(reverse("experiment-list")).content.decode()
