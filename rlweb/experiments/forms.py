@@ -26,6 +26,7 @@ from trainer.notes import run_notes
 from trainer.params import Param
 from trainer.runner import MAX_CHECKPOINTS, interval_errors
 
+from rlweb.experiments import storage_use
 from rlweb.experiments.models import Experiment, Run
 
 HYPERPARAMETER_PREFIX = "hp_"
@@ -93,6 +94,13 @@ def hyperparameter_field(param: Param) -> forms.Field:
                            required=False, widget=forms.TextInput(attrs=attributes))
 
 
+def default_name(algorithm: str, env_id: str) -> str:
+    """The name a new experiment starts with: the environment without its namespace and version, then the
+    algorithm ("CartPole DQN" for dqn on CartPole-v1, "Pong PPO" for ppo on ALE/Pong-v5)."""
+    environment = re.sub(r"-v\d+$", "", env_id.rpartition(":")[2].rpartition("/")[2]) or env_id
+    return f"{environment} {algorithm.upper()}"[:200]
+
+
 def preset_fields(algorithm: str, env_id: str, choice: str) -> dict:
     """The experiment_preset endpoint's answer (see there); ValueError for an unknown algorithm or preset."""
     if algorithm not in trainer.algorithm_names():
@@ -111,6 +119,7 @@ def preset_fields(algorithm: str, env_id: str, choice: str) -> dict:
                             "no_equivalent": preset.no_equivalent, "total_steps": preset.total_steps}
 
     return {"preset": described(chosen), "available": described(presets.find(algorithm, env_id)),
+            "default_name": default_name(algorithm, env_id),
             "values": {name: value if isinstance(value, bool) else str(value) for name, value in values.items()}}
 
 
@@ -123,7 +132,7 @@ class ExperimentForm(forms.ModelForm):
                   "preset"]
         labels = {"auto_resume": "Resume lost runs by themselves", "max_auto_resumes": "At most this many times"}
 
-    name = forms.CharField(max_length=200, initial="CartPole DQN")
+    name = forms.CharField(max_length=200)  # initial: default_name, which the page's script keeps up to date
     algorithm = forms.ChoiceField(choices=algorithm_choices)
     env_id = forms.CharField(label="Environment id", max_length=200, initial=DEFAULT_ENV_ID,
                              help_text="Pick an installed Gymnasium or Atari id from the list as you type, or enter "
@@ -180,6 +189,10 @@ class ExperimentForm(forms.ModelForm):
         for param in self.params:
             self.fields[HYPERPARAMETER_PREFIX + param.name] = hyperparameter_field(param)
         self.chosen_preset, self.environment_preset = self.start_from_preset()
+        source = self.data if self.is_bound else self.initial
+        automatic = default_name(self.algorithm_name, str(source.get("env_id") or DEFAULT_ENV_ID)[:200])
+        self.fields["name"].initial = automatic  # where the query or the clone holds no name of its own
+        self.fields["name"].widget.attrs["data-default-name"] = automatic  # a name equal to it is not the user's
 
     def start_from_preset(self):
         """(the preset the fields start from, or None; the one the environment has, or None). On a new form the
@@ -254,6 +267,9 @@ class ExperimentForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
+        full = storage_use.full_message(self.owner) if self.owner is not None else None
+        if full:
+            self.add_error(None, full)
         if cleaned.get("total_steps"):
             for name, message in interval_errors(cleaned["total_steps"], cleaned.get("checkpoint_interval") or 0,
                                                  cleaned.get("video_interval") or 0).items():

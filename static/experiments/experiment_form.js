@@ -9,12 +9,18 @@ const environment = document.getElementById("id_env_id");
 const note = document.getElementById("preset-note");
 const presetField = document.getElementById("id_preset");
 const totalSteps = document.getElementById("id_total_steps");
+const nameField = document.getElementById("id_name");
+
+function nameIsTheDefault() {  // "CartPole DQN" until the user types a name: it follows the algorithm and env
+  return nameField && nameField.value === nameField.dataset.defaultName;
+}
 
 function reloadWithTheAlgorithm() {
   const query = new URLSearchParams();
   for (const field of form.elements) {
     if (!field.name || field.name.startsWith("hp_") || field.name === "csrfmiddlewaretoken" ||
         field.name === "submission_token" || field.name === "preset") continue;
+    if (field === nameField && nameIsTheDefault()) continue;  // the page names it after the new algorithm
     // an empty value is how the page reads an unticked box back
     query.set(field.name, field.type === "checkbox" ? (field.checked ? "on" : "") : field.value);
   }
@@ -89,6 +95,7 @@ async function startFrom(preset) {
   if (answer.preset && answer.preset.total_steps && totalSteps && !changedByTheUser(totalSteps)) {
     show(totalSteps, String(Math.min(answer.preset.total_steps, Number(totalSteps.max) || Infinity)));
   }
+  if (answer.default_name && nameIsTheDefault()) nameField.value = nameField.dataset.defaultName = answer.default_name;
   presetField.value = answer.preset ? answer.preset.name : "none";
   describe(answer);
 }

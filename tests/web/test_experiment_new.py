@@ -249,3 +249,19 @@ def test_lost_runs_resume_by_themselves_unless_the_form_says_otherwise(owner_cli
     owner_client.post(reverse("experiment-new"), data)
     assert list(Experiment.objects.order_by("pk").values_list("auto_resume", "max_auto_resumes")) == [
         (True, 3), (False, 0)]
+
+
+@pytest.mark.parametrize("query, name", [({}, "CartPole DQN"), ({"algorithm": "ppo"}, "CartPole PPO"),
+                                         ({"algorithm": "sac", "env_id": "Pendulum-v1"}, "Pendulum SAC"),
+                                         ({"algorithm": "dqn", "env_id": "ALE/Pong-v5"}, "Pong DQN")])
+def test_the_default_name_follows_the_algorithm_and_the_environment(owner_client, query, name):
+    block = field_block(owner_client.get(reverse("experiment-new"), query).content.decode(), "name")
+    assert f'value="{name}"' in block and f'data-default-name="{name}"' in block  # the page's script renames it
+    answer = owner_client.get(reverse("experiment-preset"), {"algorithm": "ppo", "env_id": "Acrobot-v1"}).json()
+    assert answer["default_name"] == "Acrobot PPO"  # what the page's script shows when the environment changes
+
+
+def test_a_name_the_user_typed_is_not_the_default_one(owner_client):
+    block = field_block(owner_client.get(reverse("experiment-new"), {"algorithm": "ppo", "name": "Mine"})
+                        .content.decode(), "name")
+    assert 'value="Mine"' in block and 'data-default-name="CartPole PPO"' in block
