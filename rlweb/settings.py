@@ -21,6 +21,8 @@ Variables (all optional):
                                       refusal up to this (default 15)
     RLWEB_MAX_ACTIVE_RUNS_PER_USER    queued plus running runs a user may have at once (default 8)
     RLWEB_MAX_TOTAL_STEPS  environment steps a run may ask for (default 1000000000)
+    RLWEB_STORAGE_QUOTA_MB megabytes of checkpoints and videos a user may keep (default 0: no limit); the admin
+                           can set another for one user (Storage quotas)
     RLWEB_AUTO_QUEUE       the Celery queue for runs with device "auto" (default "cpu")
     RLWEB_QUEUES           named queues besides cpu and gpu (a host, a GPU model), comma-separated, such as
                            "host-a,a100": the form offers each as a device (default none)
@@ -163,6 +165,7 @@ LOGIN_FIRST_DELAY_SECONDS = 60  # the wait at the limit; each further refusal do
 LOGIN_FAILURE_HOURS = 24  # how long a refused sign-in counts
 MAX_ACTIVE_RUNS_PER_USER = env_int("RLWEB_MAX_ACTIVE_RUNS_PER_USER", 8)
 MAX_TOTAL_STEPS = env_int("RLWEB_MAX_TOTAL_STEPS", 10**9)
+STORAGE_QUOTA_MB = env_int("RLWEB_STORAGE_QUOTA_MB", 0)  # per user; 0: no limit (rlweb/experiments/storage_use.py)
 AUTO_QUEUE = os.environ.get("RLWEB_AUTO_QUEUE", "cpu")
 NAMED_QUEUES = named_queues("RLWEB_QUEUES")  # routed to by the form's device choice; the worker's -Q lists them
 WORKER_BEAT_SECONDS = 10  # a worker rewrites its registry entry this often (rlweb/experiments/workers.py)

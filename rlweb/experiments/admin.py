@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from rlweb.experiments.models import Checkpoint, Event, Experiment, Run
+from rlweb.experiments import storage_use
+from rlweb.experiments.models import Checkpoint, Event, Experiment, Run, StorageQuota
 
 
 class RunInline(admin.TabularInline):
@@ -47,6 +48,19 @@ class EventAdmin(admin.ModelAdmin):
 
 @admin.register(Checkpoint)
 class CheckpointAdmin(admin.ModelAdmin):
-    list_display = ["run", "tag", "step", "file", "created"]
+    list_display = ["run", "tag", "step", "file", "size", "created"]
     list_filter = ["tag"]
     raw_id_fields = ["run"]
+
+
+@admin.register(StorageQuota)
+class StorageQuotaAdmin(admin.ModelAdmin):
+    """A user's own quota, in place of settings.STORAGE_QUOTA_MB (RLWEB_STORAGE_QUOTA_MB) for them."""
+
+    list_display = ["user", "megabytes", "used"]
+    search_fields = ["user__username"]
+    raw_id_fields = ["user"]
+
+    @admin.display(description="Used now")
+    def used(self, quota: StorageQuota) -> str:
+        return storage_use.describe(storage_use.used_bytes(quota.user))

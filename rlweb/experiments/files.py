@@ -10,6 +10,7 @@ is instead a redirect to a signed URL of the bucket, valid for RLWEB_S3_URL_SECO
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from pathlib import Path
 
@@ -102,6 +103,7 @@ def save_with_file(row, path: str | Path, name: str) -> None:
     """Save the file at `path` into `row.file` (storage: the media folder or a bucket) under `name`, then the
     row; when the row cannot be saved the stored file goes again, so that no file is left without its row."""
     with Path(path).open("rb") as file:
+        row.size = os.fstat(file.fileno()).st_size
         row.file.save(name, File(file), save=False)
     try:
         row.save()

@@ -268,6 +268,7 @@ class Checkpoint(models.Model):
     tag = models.CharField(max_length=20, choices=Tag.choices)
     step = models.PositiveBigIntegerField()
     file = models.FileField(upload_to=checkpoint_path, max_length=500)
+    size = models.PositiveBigIntegerField(default=0, help_text="Bytes of its file, set when it is stored (quotas).")
     created = models.DateTimeField(auto_now_add=True)
     # a best or final checkpoint that a newer one of its tag replaced, or a periodic one past the experiment's
     # `keep_checkpoints`, kept (with its file) only because jobs were asked on it: they still act on the policy they
@@ -316,6 +317,7 @@ class Video(models.Model):
     step = models.PositiveBigIntegerField()
     episode_return = models.FloatField(null=True, blank=True)
     file = models.FileField(upload_to=video_path, max_length=500)
+    size = models.PositiveBigIntegerField(default=0, help_text="Bytes of its file, set when it is stored (quotas).")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -323,6 +325,17 @@ class Video(models.Model):
 
     def __str__(self):
         return f"{self.run} video @ {self.step}"
+
+
+class StorageQuota(models.Model):
+    """A user's own storage quota, set by the admin: it replaces settings.STORAGE_QUOTA_MB for them (storage_use.py)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="storage_quota")
+    megabytes = models.PositiveBigIntegerField(help_text="Megabytes of checkpoints and videos this user may keep "
+                                                         "(0: no limit).")
+
+    def __str__(self):
+        return f"{self.user}: {self.megabytes or 'no limit'} MB"
 
 
 class MetricBucket(models.Model):

@@ -28,6 +28,7 @@ import itertools
 import json
 import logging
 import math
+import os
 import time
 from collections import deque
 
@@ -39,6 +40,7 @@ from django.db import DatabaseError, close_old_connections, transaction
 from django.utils import timezone
 from trainer.events import LIFECYCLE_KINDS, Sink
 
+from rlweb.experiments import storage_use
 from rlweb.experiments.files import save_with_file
 from rlweb.experiments.history import rebuild_summary, summarize
 from rlweb.experiments.live_changes import changes_to_replay, record_change
@@ -307,6 +309,8 @@ class RedisSink(Sink):
         tag = values.get("tag") if values.get("tag") in Checkpoint.Tag.values else Checkpoint.Tag.PERIODIC
         step = int(values.get("step", step))
         name = f"step_{step}.zip" if tag == Checkpoint.Tag.PERIODIC else f"{tag}.zip"
+        if tag == Checkpoint.Tag.PERIODIC and self.past_quota(values, "periodic checkpoint"):
+            return None
         checkpoint = self.store(Checkpoint(run=self.run, tag=tag, step=step), values, name, "checkpoint")
         if checkpoint and tag != Checkpoint.Tag.PERIODIC:
             older = Checkpoint.objects.filter(run=self.run, tag=tag).exclude(pk=checkpoint.pk)
@@ -330,9 +334,29 @@ class RedisSink(Sink):
 
     def store_video(self, values: dict, step: int) -> int | None:
         """Copy an episode video the runner wrote into Django storage."""
+        if self.past_quota(values, "video"):
+            return None
         video = Video(run=self.run, step=int(values.get("step", step)), episode_return=values.get("episode_return"))
         video = self.store(video, values, f"step_{video.step}.mp4", "video")
         return video and video.pk
+
+    def past_quota(self, values: dict, what: str) -> bool:
+        """Whether the file at `values["path"]` would take the run's owner past their storage quota
+        (storage_use.py): then it is not stored, and the event's `error` says so in the run's log. Only periodic
+        checkpoints and videos are asked about: a run always keeps its best and final checkpoints."""
+        try:
+            size = os.path.getsize(values["path"])
+            owner = self.run.experiment.owner_id
+            quota = storage_use.quota_bytes(owner)
+            used = storage_use.used_bytes(owner) if quota is not None else 0
+        except (OSError, DatabaseError):  # store() reports a file that is gone; the database is retried there
+            return False
+        if quota is None or used + size <= quota:
+            return False
+        values["error"] = (f"The {what} was not kept: your checkpoints and videos take {storage_use.describe(used)} "
+                           f"of your storage quota of {storage_use.describe(quota)}. The run keeps its best and "
+                           f"final checkpoints.")
+        return True
 
     def store(self, row, values: dict, name: str, what: str):
         """Save the file at `values["path"]` into `row.file` and the row; None, with `values["error"]` set,

@@ -26,6 +26,7 @@ urlpatterns = [
     path("runs/<int:run_id>/q-table.json", run_views.run_q_table, name="run-q-table"),
     path("videos/<int:video_id>/", run_views.video_file, name="video-file"),
     path("workers/", worker_views.worker_list, name="worker-list"),
+    path("storage/", views.storage_page, name="storage"),
     path("compare/", compare_views.compare_page, name="compare"),
     path("compare/data.json", compare_views.compare_data, name="compare-data"),
     path("compare/stream", compare_views.compare_stream, name="compare-stream"),

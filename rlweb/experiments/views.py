@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from trainer.envs import known_env_ids
 
-from rlweb.experiments import lifecycle, lists, queues
+from rlweb.experiments import lifecycle, lists, queues, storage_use
 from rlweb.experiments.live_changes import LiveChangeForm, request_change
 from rlweb.experiments.forms import ExperimentForm, preset_fields
 from rlweb.experiments.models import Experiment, Run
@@ -131,6 +131,18 @@ def experiment_detail(request, experiment_id: int):
     runs = list(experiment.runs.all())
     return render(request, "experiments/experiment_detail.html",
                   {"experiment": experiment, "runs": runs, "active_count": sum(run.is_active for run in runs)})
+
+
+def storage_page(request):
+    """What the user's checkpoints and videos take in storage, per experiment, against their quota."""
+    used, quota = storage_use.used_bytes(request.user), storage_use.quota_bytes(request.user)
+    rows = storage_use.use_by_experiment(request.user)
+    for row in rows:
+        row.update({f"{key}_text": storage_use.describe(row[key])
+                    for key in ("bytes", "checkpoint_bytes", "video_bytes")})
+    return render(request, "experiments/storage.html", {
+        "rows": rows, "used": storage_use.describe(used), "quota": quota and storage_use.describe(quota),
+        "percent": min(100, round(100 * used / quota)) if quota else None, "full": storage_use.full_message(request.user)})
 
 
 @require_POST

@@ -21,6 +21,7 @@ from trainer.sweep import parse_dimension
 
 from rlweb.experiments.forms import (DEFAULT_ENV_ID, HYPERPARAMETER_PREFIX, algorithm_choices, bounds_text,
                                      default_algorithm, device_choices, preset_fields)
+from rlweb.experiments import storage_use
 from rlweb.experiments.models import Experiment, Run
 from rlweb.sweeps.models import OBJECTIVES, Sweep
 from rlweb.sweeps.study import grid_size
@@ -173,6 +174,9 @@ class SweepForm(forms.Form):
 
     def check_room(self, cleaned: dict) -> None:
         """Its trials at once must fit the site's limit of queued and running runs per user."""
+        full = storage_use.full_message(self.owner) if self.owner is not None else None
+        if full:
+            self.add_error(None, full)
         if self.owner is None or not cleaned.get("parallel") or not cleaned.get("seeds_per_trial"):
             return
         runs = cleaned["parallel"] * cleaned["seeds_per_trial"]
@@ -207,6 +211,9 @@ class LaunchBestForm(forms.Form):
 
     def clean_seeds(self) -> int:
         seeds = self.cleaned_data["seeds"]
+        full = storage_use.full_message(self.owner) if self.owner is not None else None
+        if full:
+            raise forms.ValidationError(full)
         active = Run.objects.filter(experiment__owner=self.owner, status__in=Run.ACTIVE).count()
         if self.owner is not None and active + seeds > settings.MAX_ACTIVE_RUNS_PER_USER:
             raise forms.ValidationError(f"You have {active} queued or running run{pluralize(active)}; this site allows "
