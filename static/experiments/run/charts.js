@@ -17,7 +17,9 @@ const charts = new Map();  // metric key -> chart (chartFor)
 export const controls = {smoothing: 0.6, xAxis: "step", logY: false};  // the controls above the charts
 const marks = [];  // hyperparameter changes applied (events): a dashed line on every chart at their step
 let revision = 0;
-export let ended = false;  // the run's last event came: every chart is brought up to date, on screen or not
+// The run's last event came (endCharts): every chart is brought up to date, on screen or not. run/live.js reads
+// it too, through the import's live binding.
+export let ended = false;
 
 // Live points are drawn on the charts on screen; the others when they scroll into view. A hidden tab draws none
 // (it has no animation frames either): its charts are brought up to date when it is shown.
