@@ -101,6 +101,9 @@ class PolicyGradientAgent(Agent):
     """
 
     network: ActorCritic
+    # rollout steps of a categorical policy act through numpy (`numpy_policy`) only where that was measured
+    # to gain at least 10% in whole runs: A2C 1.17x; PPO 1.07x to 1.12x, so not PPO (docs/benchmarks.md)
+    numpy_acting = False
 
     def build_normalizers(self, num_envs: int) -> None:
         c = self.config
@@ -128,6 +131,8 @@ class PolicyGradientAgent(Agent):
         """The actor of a categorical policy on vector observations as a NumpyMLP (logits), or None.
 
         Read on the first rollout, after the algorithm made its parameters flat (NumpyMLP views them)."""
+        if not self.numpy_acting:
+            return None
         network = self.network
         layers = [*network.actor_body, network.policy.linear] if isinstance(network.policy, CategoricalHead) else []
         return numpy_network(self.device, network.encoder, layers)

@@ -65,6 +65,7 @@ class A2CConfig:
 
 class A2C(PolicyGradientAgent):
     name = "a2c"
+    numpy_acting = True  # a rollout step is a large part of A2C's work (5 steps per update)
 
     def build(self) -> None:
         c = self.config
