@@ -151,7 +151,8 @@ class ExperimentForm(forms.ModelForm):
                                              help_text="Env steps between periodic checkpoints (0: only the best "
                                                        "and final ones).")
     keep_checkpoints = forms.IntegerField(label="Periodic checkpoints kept", min_value=0, max_value=MAX_CHECKPOINTS,
-                                          required=False, initial=Experiment._meta.get_field("keep_checkpoints").default,
+                                          required=False,
+                                          initial=Experiment._meta.get_field("keep_checkpoints").default,
                                           help_text="Per run, the latest ones; older ones are deleted as new ones come "
                                                     "(0: keep all). The best and final checkpoints are always kept.")
     video_interval = forms.IntegerField(min_value=0, max_value=10**9, initial=0,

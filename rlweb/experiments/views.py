@@ -142,7 +142,8 @@ def storage_page(request):
                     for key in ("bytes", "checkpoint_bytes", "video_bytes")})
     return render(request, "experiments/storage.html", {
         "rows": rows, "used": storage_use.describe(used), "quota": quota and storage_use.describe(quota),
-        "percent": min(100, round(100 * used / quota)) if quota else None, "full": storage_use.full_message(request.user)})
+        "percent": min(100, round(100 * used / quota)) if quota else None,
+        "full": storage_use.full_message(request.user)})
 
 
 @require_POST

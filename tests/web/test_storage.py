@@ -108,3 +108,8 @@ def test_at_the_quota_a_sweep_cannot_launch_its_best_trial_either(owner, queued_
     stored_checkpoint(queued_run, MEGABYTE)
     form = LaunchBestForm({"seeds": "1"}, owner=owner)
     assert not form.is_valid() and "this site allows you" in form.errors["seeds"][0]
+
+
+def test_the_storage_page_sends_visitors_to_sign_in(client):
+    response = client.get(reverse("storage"))
+    assert response.status_code == 302 and "login" in response["Location"]
