@@ -5,8 +5,9 @@ time, where torch's per-call overhead (dispatch, autograd's bookkeeping, the opt
 tensors, module calls) costs as much as the arithmetic itself. Each path below cuts that overhead
 without changing the maths (the numbers agree with torch's to float32 rounding), and each has its
 equivalence test in tests/trainer/test_cpu_speed.py. The algorithm modules read as their papers, with
-autograd; they reach these paths only through this module, and only where `hand_paths_apply` says so:
-on a CPU, in float32, for plain Linear networks. Anywhere else (a GPU, bfloat16, images, noisy or
+autograd; they reach these paths only through this module (DQN's through the strategy that
+trainer/update_strategies.py picks when the agent is built), and only where `hand_paths_apply` says
+so: on a CPU, in float32, for plain Linear networks. Anywhere else (a GPU, bfloat16, images, noisy or
 dueling layers) the readable autograd code runs.
 
 A hand path stays only where it gains at least 10% over autograd on flat parameters. Measured on
@@ -17,15 +18,16 @@ interleaved runs of the default networks:
   a network's parameters and gradients are views into one tensor, so clipping is a few tensor calls
   and an optimizer step is one kernel call. Used on every device (fewer kernel launches on a GPU too);
   they are the base the hand paths are measured against.
-- Numpy acting (`NumpyMLP`, built by `numpy_network` for DQN, the policy-gradient actors, SAC and
-  DDPG/TD3): acting a step at a time, a small MLP run by numpy on views of its weights, where torch's
-  per-call overhead is most of the forward pass. At a batch of one, numpy against torch (no_grad):
-  DQN 256,256 8.7 us against 24.4 us; PPO's 64,64 tanh actor with its Gumbel-max sample 8.7 against
-  24.5; SAC's actor with its sample 18.8 against 65.9; TD3's actor 10.5 against 25.3 (2.4 to 3.5
-  times as fast): kept.
+- Numpy acting (`NumpyMLP`, built by `numpy_network` for DQN and A2C): acting a step at a time, a
+  small MLP run by numpy on views of its weights, where torch's per-call overhead is most of the
+  forward pass. At a batch of one, numpy against torch (no_grad): DQN 256,256 8.7 us against 24.4 us;
+  the 64,64 tanh actor with its Gumbel-max sample 8.7 against 24.5 (2026-11-25). In whole runs
+  (`python -m benchmarks fast_paths`, 2026-11-27): DQN 1.20x, A2C 1.19x: kept; PPO 1.09x (the
+  update's 20 epochs dominate), SAC 1.03x, TD3 1.01x: dropped for them, they act through torch.
 - DQN's hand-written TD-loss gradients (`td_loss_gradients`, `plain_forward`, `plain_backward`):
   one forward and one backward pass through a Linear/ReLU Q-network without an autograd graph.
-  `DQN.learn_from` on CartPole, 256,256, batch 64: 378 us against 461 us with autograd (22%): kept.
+  One step on CartPole, 256,256, batch 64: 378 us against 461 us with autograd (22%, 2026-11-25);
+  whole runs 1.24x (2026-11-27): kept.
 
 Dropped for gaining less than 10%: the hand-written gradients of SAC, DDPG and TD3 (their own
 measurement), and the critic ensemble function (`EnsembleMLP`: one matrix product per critic and
