@@ -111,3 +111,17 @@ def test_a_finished_run_shows_its_average_steps_per_second_and_a_running_one_wai
     assert '<dd id="steps-per-second" title="the average over the run">1250</dd>' in html  # 30,000 / 24 s
     Run.objects.filter(pk=queued_run.pk).update(status="running", finished_at=None)
     assert '<dd id="steps-per-second">–</dd>' in owner_client.get(url).content.decode()
+
+
+def test_a_running_runs_page_carries_the_seconds_its_duration_clock_counts_on_from(owner_client, queued_run):
+    """The page's script (lib/duration.js, tested by node) counts "running for ..." on from these seconds."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    url = reverse("run-detail", args=[queued_run.pk])
+    assert "data-running-seconds" not in owner_client.get(url).content.decode()  # queued: nothing to count yet
+    Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.RUNNING, attempts=1, heartbeat_at=timezone.now(),
+                                                started_at=timezone.now() - timedelta(seconds=90))
+    seconds = float(re.search(r'data-running-seconds="([0-9.]+)"', owner_client.get(url).content.decode())[1])
+    assert 90 <= seconds < 120

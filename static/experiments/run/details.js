@@ -1,5 +1,6 @@
 // The run page beside its charts: status, progress, the numbers at the top, the checkpoints, the videos and the
 // log, from the history and then from live events (run/live.js); and what a click on a chart points at.
+import {durationClock, durationText} from "../lib/duration.js";
 
 const page = document.getElementById("run-page");
 const statusLabel = document.getElementById("run-status");
@@ -14,6 +15,7 @@ const earlierSeconds = Number(page.dataset.earlierSeconds);
 const attempts = Number(page.dataset.attempts) + (page.dataset.status === "queued" ? 1 : 0);
 export const finishedStatuses = ["succeeded", "failed", "cancelled", "lost", "pruned"];
 const maxLogLines = 500;
+let stopDurationClock = null;  // while the run runs, "running for ..." counts on every second
 
 let stepsDone = Number(progress.value);
 let episodeCount = 0;
@@ -81,6 +83,15 @@ export function setStatus(status) {
   statusLabel.textContent = status;
   statusLabel.className = "status status-" + status;
   page.dataset.status = status;
+  if (status === "running" && !stopDurationClock) {  // from the seconds the page was drawn with, or its start
+    const seconds = page.dataset.runningSeconds ? Number(page.dataset.runningSeconds) : earlierSeconds;
+    delete page.dataset.runningSeconds;
+    const duration = document.getElementById("run-duration");
+    stopDurationClock = durationClock((text) => { duration.textContent = text; }, seconds, attempts);
+  } else if (status !== "running" && stopDurationClock) {
+    stopDurationClock();
+    stopDurationClock = null;
+  }
   if (finishedStatuses.includes(status)) {
     const cancelForm = document.getElementById("cancel-form");
     if (cancelForm) cancelForm.remove();
@@ -257,8 +268,7 @@ export function showEnd(attemptSeconds) {
     speed.textContent = Math.round(stepsDone / seconds);
     speed.title = "the average over the run";
   }
-  const text = seconds < 60 ? `${seconds.toFixed(1)} s`  // as run_views.duration_text writes it
-    : seconds < 3600 ? `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`
-      : `${Math.floor(seconds / 3600)} h ${Math.round((seconds % 3600) / 60)} min`;
-  document.getElementById("run-duration").textContent = attempts > 1 ? `${text} over ${attempts} attempts` : text;
+  if (stopDurationClock) stopDurationClock();
+  stopDurationClock = null;
+  document.getElementById("run-duration").textContent = durationText(seconds, attempts);
 }
