@@ -75,3 +75,45 @@ def test_a_dqn_run_on_the_gpu_trains_through_graphs_and_reports_its_losses():
     assert summary["status"] == "succeeded" and agent.strategy.graphs.graphs
     losses = [event["values"]["train/loss"] for event in sink.of_kind("train") if "train/loss" in event["values"]]
     assert len(losses) >= 3 and all(np.isfinite(losses))
+
+
+class PassThroughGraphs(Graphs):
+    """Graphs that run the function as it is (no CUDA here), recording what went through them: the graphed
+    strategy's own bookkeeping, checked on a CPU."""
+
+    def __init__(self):
+        super().__init__(torch.device("cpu"))
+        self.enabled, self.calls = True, []
+
+    def call(self, name, function, inputs, restore=list):
+        self.calls.append(name)
+        assert all(isinstance(tensor, torch.Tensor) for tensor in [*inputs, *restore()])
+        return function(*inputs)
+
+
+@pytest.mark.parametrize("algorithm", ["dqn", "noisy-dqn", "per-dqn"])
+def test_the_graphed_strategy_takes_the_plain_codes_steps_through_its_graphs(algorithm):
+    graphed, plain = (trainer.make(algorithm, "CartPole-v1", seed=0, device="cpu", **SMALL) for _ in range(2))
+    graphed.strategy = update_strategies.GraphedDQN(graphed, PassThroughGraphs())
+    plain.strategy = update_strategies.PlainDQN(plain)
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        transition = (rng.standard_normal((1, 4)).astype(np.float32), rng.integers(0, 2, 1),
+                      rng.standard_normal(1).astype(np.float32), rng.standard_normal((1, 4)).astype(np.float32),
+                      rng.random(1) < 0.05, rng.random(1) < 0.01)
+        for agent in (graphed, plain):
+            if not hasattr(agent, "buffer"):
+                agent.buffer = agent.make_buffer()
+            agent.buffer.add(*transition)
+    for step in range(5):
+        metrics = []
+        for agent in (graphed, plain):
+            torch.manual_seed(step)  # the same noise for both (noisy nets draw from torch's generator)
+            metrics.append(next(iter(agent.strategy.updates(agent.buffer, 1, beta=0.5))))
+        assert float(metrics[0]["train/loss"]) == float(metrics[1]["train/loss"])
+    assert torch.equal(graphed.q_flat.param, plain.q_flat.param)
+    observations = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
+    assert graphed.strategy.greedy(observations).tolist() == plain.strategy.greedy(observations).tolist()
+    calls = graphed.strategy.graphs.calls
+    # the first update makes Adam's state eagerly; prioritized replay's updates stay eager
+    assert calls.count("update") == (0 if algorithm == "per-dqn" else 4) and calls.count("act") == 1
