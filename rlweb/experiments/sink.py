@@ -310,8 +310,11 @@ class RedisSink(Sink):
         step = int(values.get("step", step))
         name = f"step_{step}.zip" if tag == Checkpoint.Tag.PERIODIC else f"{tag}.zip"
         if tag == Checkpoint.Tag.PERIODIC and self.past_quota(values, "periodic checkpoint"):
+            self.discard_local(values)
             return None
         checkpoint = self.store(Checkpoint(run=self.run, tag=tag, step=step), values, name, "checkpoint")
+        if tag == Checkpoint.Tag.PERIODIC:
+            self.discard_local(values)
         if checkpoint and tag != Checkpoint.Tag.PERIODIC:
             older = Checkpoint.objects.filter(run=self.run, tag=tag).exclude(pk=checkpoint.pk)
             self.retire(older)
@@ -335,10 +338,19 @@ class RedisSink(Sink):
     def store_video(self, values: dict, step: int) -> int | None:
         """Copy an episode video the runner wrote into Django storage."""
         if self.past_quota(values, "video"):
+            self.discard_local(values)
             return None
         video = Video(run=self.run, step=int(values.get("step", step)), episode_return=values.get("episode_return"))
         video = self.store(video, values, f"step_{video.step}.mp4", "video")
+        self.discard_local(values)
         return video and video.pk
+
+    def discard_local(self, values: dict) -> None:
+        """Delete the worker's own copy of a periodic checkpoint or a video once storage has it (or it was dropped):
+        the run's scratch folder would otherwise hold every one until the run ends. Best and final ones are
+        rewritten in place, so they take one file each."""
+        with contextlib.suppress(OSError):
+            os.remove(values["path"])
 
     def past_quota(self, values: dict, what: str) -> bool:
         """Whether the file at `values["path"]` would take the run's owner past their storage quota

@@ -101,6 +101,8 @@ def test_a_run_keeps_its_latest_periodic_checkpoints_and_its_best_and_final_and_
         ("best", 50), ("final", 500), ("periodic", 300), ("periodic", 400)]
     assert sorted(default_storage.listdir(f"checkpoints/run_{run.pk}")[1]) == [
         "best.zip", "final.zip", "step_300.zip", "step_400.zip"]
+    # the worker's own copies of the periodic ones went once stored: its scratch folder does not fill either
+    assert sorted(path.name for path in tmp_path.glob("*.zip")) == ["best_50.zip", "final_500.zip"]
 
 
 def test_a_periodic_checkpoint_past_the_kept_ones_stays_for_the_jobs_asked_on_it(make_experiment, tmp_path):
