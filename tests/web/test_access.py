@@ -21,7 +21,7 @@ from tests.web.helpers import PASSWORD, body_of
 SECRET = "owner-secret-7f3a"  # in the owner's experiment name, video file and invitation note
 ANONYMOUS_PAGES = {"login", "signup", "invitation-accept", "admin:login"}  # meant for visitors
 LOGIN_PAGES = ("/login/?next=", "/admin/login/?next=")
-OBJECT_KWARGS = {"experiment_id", "run_id", "checkpoint_id", "video_id", "invitation_id", "sweep_id"}
+OBJECT_KWARGS = {"experiment_id", "run_id", "checkpoint_id", "video_id", "invitation_id", "sweep_id", "user_id"}
 ROUTE_PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>|\(\?P<(\w+)>[^)]*\)")
 
 
@@ -72,6 +72,7 @@ def world(owner, stranger, admin_user, trained_run, make_experiment):
                                            expires_at=trained_run.created.replace(year=2100))
     values = {"experiment_id": experiment.pk, "run_id": trained_run.pk, "checkpoint_id": trained_run.checkpoints.first().pk,
               "video_id": video.pk, "invitation_id": invitation.pk, "token": invitation.token, "sweep_id": sweep.pk,
+              "user_id": owner.pk,  # the staff's Users page clears this user's failed sign-ins
               # the admin's own patterns: anyone but staff is sent to a login page before these are read
               "object_id": experiment.pk, "id": owner.pk, "content_type_id": 1, "app_label": "experiments",
               "url": "no-such-page/"}
