@@ -266,11 +266,45 @@ def processes_param():
                  low=1, high=MOST_PROCESSES)
 
 
+# The most gradient updates a run may make per env step, on average. Published high replay ratios stay well
+# under it (REDQ and DroQ make 20); past it every env step waits on the updates, and the run holds its worker for
+# many times as long as the same run at a usual ratio (issue 27: gradient_steps=100000 stalled a run).
+MAX_UPDATES_PER_STEP = 100
+
+
+def work_errors(config) -> dict[str, str]:
+    """The per-step work budget (MAX_UPDATES_PER_STEP), on the setting that multiplies the updates: a training
+    phase of `gradient_steps` updates every `train_frequency` env steps (or every vector step of `num_envs`, when
+    that is more), or PPO's `n_epochs` passes over a rollout of n_steps x num_envs in minibatches of `batch_size`.
+    A config with a positive `replay_ratio` makes that many updates per env step instead (bounded by its field)."""
+    most = MAX_UPDATES_PER_STEP
+    envs = max(1, int(getattr(config, "num_envs", 1) or 1))
+    if hasattr(config, "gradient_steps") and hasattr(config, "train_frequency") \
+            and not getattr(config, "replay_ratio", 0) > 0:
+        steps_per_phase = max(int(config.train_frequency), envs)
+        if config.gradient_steps > most * steps_per_phase:
+            return {"gradient_steps": (
+                f"must be at most {most * steps_per_phase:,} here: a training phase every {steps_per_phase:,} env "
+                f"steps may make at most {most} gradient updates per env step ({config.gradient_steps:,} would be "
+                f"{config.gradient_steps / steps_per_phase:,.0f}), or every step waits on the updates and the run "
+                f"holds its worker for that much longer. Raise train_frequency with it to keep the ratio.")}
+    if hasattr(config, "n_epochs") and hasattr(config, "n_steps") and hasattr(config, "batch_size"):
+        rollout = int(config.n_steps) * envs
+        minibatches = math.ceil(rollout / max(1, int(config.batch_size)))
+        if config.n_epochs * minibatches > most * rollout:
+            return {"n_epochs": (
+                f"must be at most {most * rollout // minibatches:,} here: {config.n_epochs:,} passes over a rollout "
+                f"of {rollout:,} env steps in {minibatches:,} minibatches would be more than {most} gradient updates "
+                f"per env step, so every step would wait on the updates. Raise batch_size to make fewer, larger "
+                f"minibatches.")}
+    return {}
+
+
 def shared_checks(config) -> dict[str, str]:
     """The checks that mean the same in every algorithm: layer sizes that parse (`hidden_layers`,
-    `rnd_hidden_layers`), a batch no bigger than the replay buffer it is drawn from, and envs and rollout batches
-    that split equally between the processes."""
-    errors = {}
+    `rnd_hidden_layers`), a batch no bigger than the replay buffer it is drawn from, envs and rollout batches
+    that split equally between the processes, and the per-step work budget (`work_errors`)."""
+    errors = work_errors(config)
     processes = getattr(config, "processes", 1)
     for name in ("num_envs", "batch_size"):
         value = getattr(config, name, None)

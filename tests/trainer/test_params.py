@@ -85,3 +85,43 @@ def test_it_states_the_fields_own_bound_for_a_huge_number(name, raw, message):
     with pytest.raises(ConfigError) as error:
         build_config(DQNConfig, {name: raw})
     assert error.value.errors[name] == message
+
+
+# --- the per-step work budget (issue 27: a legal gradient_steps=100000 stalled a run) --------------------
+def test_gradient_steps_past_100_updates_per_env_step_are_refused_with_the_numbers():
+    with pytest.raises(ConfigError) as caught:
+        build_config(DQNConfig, {"gradient_steps": 100_000})  # a phase every 256 env steps: 391 per step
+    message = caught.value.errors["gradient_steps"]
+    assert "at most 25,600" in message and "100 gradient updates per env step" in message and "391" in message
+    assert build_config(DQNConfig, {"gradient_steps": 25_600}).gradient_steps == 25_600
+
+
+def test_the_budget_follows_train_frequency_and_the_vector_step():
+    assert build_config(DQNConfig, {"train_frequency": 1_000, "gradient_steps": 100_000}).gradient_steps == 100_000
+    with pytest.raises(ConfigError, match="at most 100 here"):
+        build_config(trainer.get_spec("sac").config_class, {"gradient_steps": 101})  # train_frequency 1
+    # with 8 envs a phase comes at most once per vector step of 8 env steps
+    assert build_config(DQNConfig, {"train_frequency": 1, "num_envs": 8, "gradient_steps": 800}).gradient_steps == 800
+
+
+def test_a_replay_ratio_replaces_the_phase_and_is_bounded_by_the_same_budget():
+    assert build_config(DQNConfig, {"replay_ratio": 2, "gradient_steps": 100_000}).replay_ratio == 2
+    with pytest.raises(ConfigError, match="at most 100"):
+        build_config(DQNConfig, {"replay_ratio": 101})
+
+
+def test_ppo_epochs_past_100_updates_per_env_step_are_refused():
+    config_class = trainer.get_spec("ppo").config_class
+    values = {"n_steps": 64, "num_envs": 1, "batch_size": 8}  # 8 minibatches of a 64-step rollout
+    assert build_config(config_class, {**values, "n_epochs": 800}).n_epochs == 800
+    with pytest.raises(ConfigError) as caught:
+        build_config(config_class, {**values, "n_epochs": 801})
+    assert "must be at most 800 here" in caught.value.errors["n_epochs"]
+    assert "batch_size" in caught.value.errors["n_epochs"]
+
+
+def test_every_preset_is_within_the_work_budget():
+    from trainer import presets
+    for name in trainer.algorithm_names():
+        for preset in presets.listing(name):
+            trainer.get_spec(name).build_config(dict(preset.values))

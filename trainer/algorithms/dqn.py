@@ -27,7 +27,7 @@ from trainer.envs import finished_episodes, is_atari, real_next_observations
 from trainer import update_strategies
 from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
 from trainer.networks import NoisyLinear, ObservationEncoder, mlp, parse_hidden_layers, reset_noise, run_layers
-from trainer.params import param, vectorization_param
+from trainer.params import MAX_UPDATES_PER_STEP, param, vectorization_param
 from trainer.registry import AlgorithmSpec, DQN_FAMILY, register
 from trainer.schedules import crossed, linear
 
@@ -50,7 +50,7 @@ class DQNConfig:
     gradient_steps: int = param(128, "Gradient updates per training phase.", low=1, high=100_000, live=True)
     # rlpyt's replay ratio: when set, it replaces train_frequency and gradient_steps
     replay_ratio: float = param(0.0, "Gradient updates per env step (0: use train_frequency and gradient_steps).",
-                                low=0, high=1000)
+                                low=0, high=MAX_UPDATES_PER_STEP)
     # counted in env steps, independently of the training phases (cleanrl#322)
     target_update_interval: int = param(10, "Env steps between target network updates.", low=1, live=True)
     tau: float = param(1.0, "Polyak weight of each target update (1: hard copy).", low=0,
