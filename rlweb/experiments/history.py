@@ -23,9 +23,9 @@ from trainer.events import METRIC_KINDS
 
 from rlweb.experiments.models import Checkpoint, Event, MetricBucket, Run
 
-EVENT_KINDS = ("started", "episode", "train", "eval", "time", "checkpoint", "video", "hyperparameters", "finished",
-               "failed")
-LOG_KINDS = ("started", "checkpoint", "video", "eval", "hyperparameters", "finished", "failed")
+EVENT_KINDS = ("started", "resumed", "episode", "train", "eval", "time", "checkpoint", "video", "hyperparameters",
+               "finished", "failed")
+LOG_KINDS = ("started", "resumed", "checkpoint", "video", "eval", "hyperparameters", "finished", "failed")
 MAX_BUCKETS = 512  # per metric: between 256 and 512 buckets once it has more values, two points each
 LOG_LENGTH = 200  # the latest log events the page starts with
 PAGE_SIZE = 5_000  # raw events per page of `events`

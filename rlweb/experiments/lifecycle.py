@@ -216,11 +216,23 @@ def train(run_id: int, worker: str = "", make_sink=worker_sink) -> str:
 
     torch.set_num_threads(settings.TORCH_THREADS)  # one run per process; threads set on purpose, not by default
     sink = make_sink(run)
+    if run.attempts > 1:  # a resumed attempt: its log says why the one before ended, right after "started"
+        sink.after_start = resumed_event(run, checkpoint)
     with Heartbeat(run, sink), stop_on_sigterm(sink):
         recorded = train_and_record(run, checkpoint, sink)
     if recorded:  # after the heartbeat and the SIGTERM handler: a receiver may take its time
         announce_end(run.pk)
     return Run.objects.filter(pk=run.pk).values_list("status", flat=True).first() or "deleted"
+
+
+def resumed_event(run: Run, checkpoint: Checkpoint | None) -> dict:
+    """The "resumed" event of a resumed attempt: which attempt ended, how and why (`Run.interruption`), and the
+    step it goes on from (the checkpoint's; 0 and no checkpoint: from scratch)."""
+    interrupted = "cancelled" if run.interruption == CANCELLED_REASON else "lost"
+    step = checkpoint.step if checkpoint else 0
+    return make_event("resumed", step, 0.0, {"attempt": run.attempts - 1, "interrupted": interrupted,
+                                             "reason": run.interruption, "from_step": step,
+                                             "checkpoint": checkpoint.tag if checkpoint else None})
 
 
 def announce_end(run_id: int) -> None:
@@ -334,6 +346,18 @@ def finish(run: Run, status: str, **fields) -> bool:
 
 LOST_ERROR = "The worker stopped sending heartbeats (it was stopped or lost its connection)."
 RECLAIMED_ERROR = "The worker restarted while the run trained (it was killed or crashed)."
+CANCELLED_REASON = "It was cancelled."
+
+
+def interruption_of(run: Run) -> str:
+    """Why `run`'s attempt ended, as its next attempt's log says it: cancelled, or lost with its error and, when
+    the reaper found it silent, for how long."""
+    if run.status == Status.CANCELLED:
+        return CANCELLED_REASON
+    reason = run.error or "It was lost."
+    if run.error == LOST_ERROR and run.heartbeat_at and run.finished_at:
+        reason += f" No heartbeat for {(run.finished_at - run.heartbeat_at).total_seconds():.0f} s."
+    return reason
 
 
 def reap_lost_runs() -> int:
@@ -409,7 +433,7 @@ def resume(run: Run, automatic: bool = False) -> bool:
         resumed = Run.objects.filter(  # unchanged since it was read: its attempt is counted once
             pk=run.pk, status=interrupted.status, started_at=interrupted.started_at).update(
             status=Status.QUEUED, resume_requested=True, stop_requested=False, task_id="", send_failed=False,
-            started_at=None, finished_at=None, error="", traceback="",
+            started_at=None, finished_at=None, error="", traceback="", interruption=interruption_of(interrupted),
             earlier_attempts_seconds=interrupted.earlier_attempts_seconds + interrupted.attempt_seconds,
             auto_resumes=F("auto_resumes") + 1 if automatic else 0)
         if not resumed:

@@ -140,6 +140,9 @@ class Run(models.Model):
     notes = models.TextField(blank=True, help_text="Its owner's markdown notes, written on its page (notes.py).")
     error = models.TextField(blank=True)
     traceback = models.TextField(blank=True)
+    interruption = models.TextField(
+        blank=True, help_text="Why the attempt it was last resumed from ended (lost: its error; or cancelled): the "
+                              "next attempt's log says so (lifecycle.resumed_event).")
     eval_return_mean = models.FloatField(null=True, blank=True)
     eval_return_std = models.FloatField(null=True, blank=True)
     best_eval_return = models.FloatField(null=True, blank=True)

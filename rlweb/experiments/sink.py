@@ -144,6 +144,7 @@ class RedisSink(Sink):
         self.changes_taken: set = set()  # ids handed to the runner (a change may come by Redis and by replay)
         self.watchers: list[Sink] = []  # other apps' (`watch_runs`); worker_sink adds them
         self.stopped_by: Sink | None = None  # the watcher that asked the run to stop
+        self.after_start: dict | None = None  # sent right after "started" (a resumed attempt's "resumed" event)
         if self.seq == 0:
             self.redis_call(self.client.delete, stream_key(run.pk))
         if MetricBucket.objects.filter(run=run, last_seq__gt=self.seq).exists():
@@ -175,6 +176,9 @@ class RedisSink(Sink):
             self.flush()
         for watcher in list(self.watchers):
             self.ask_watcher(watcher, "emit", record)
+        if kind == "started" and self.after_start is not None:  # on the run's clock, as "started" is
+            note, self.after_start = self.after_start, None
+            self.emit({**note, "time": record["time"]})
 
     def ask_watcher(self, watcher: Sink, method: str, *args):
         """`watcher.method(*args)`; a watcher that raises is logged and dropped (None)."""

@@ -317,3 +317,24 @@ def test_a_page_that_drew_the_forgotten_part_of_an_attempt_is_told_to_reload_and
     resumed = read_sse(owner_client.get(url, HTTP_LAST_EVENT_ID=str(marker.seq)))  # drawn up to the checkpoint
     assert resumed[0]["kind"] == "started" and resumed[0]["seq"] > dead.seq  # every new id after every old one
     assert parse_sse(sse_text(owner_client.get(url, HTTP_LAST_EVENT_ID=str(dead.seq))))[-1]["event"] == "reset"
+
+
+@pytest.mark.parametrize("how, reason", [("reaper", "The worker stopped sending heartbeats (it was stopped or lost its "
+                                                    "connection). No heartbeat for 600 s."),
+                                         ("restart", lifecycle.RECLAIMED_ERROR)])
+def test_a_lost_and_resumed_runs_log_says_why_its_attempt_was_lost_and_where_it_went_on_from(
+        owner_client, queued_run, how, reason, django_capture_on_commit_callbacks):
+    started = timezone.now() - timedelta(hours=1)
+    Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.RUNNING, attempts=1, first_started_at=started,
+                                                started_at=started, heartbeat_at=timezone.now() - timedelta(seconds=600),
+                                                worker_node="celery@gone")
+    with django_capture_on_commit_callbacks(execute=True):  # lost, and resumed by itself (the experiment's default)
+        lifecycle.lose(queued_run.pk, 1, lifecycle.LOST_ERROR if how == "reaper" else lifecycle.RECLAIMED_ERROR)
+    assert train_run(queued_run.pk) == "succeeded"
+    kinds = list(Event.objects.filter(run=queued_run).order_by("seq").values_list("kind", flat=True))
+    assert kinds[:2] == ["started", "resumed"]  # the new attempt's log says so right after it starts
+    resumed = Event.objects.get(run=queued_run, kind="resumed")
+    assert resumed.values == {"attempt": 1, "interrupted": "lost", "reason": reason, "from_step": 0,
+                              "checkpoint": None}  # no checkpoint: from scratch
+    log = owner_client.get(reverse("run-history", args=[queued_run.pk])).json()["log"]
+    assert "resumed" in [event["kind"] for event in log]

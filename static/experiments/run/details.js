@@ -203,6 +203,9 @@ function logText(event) {
       const notes = Array.isArray(values.notes) && values.notes.length ? ` · note: ${values.notes.join(" ")}` : "";
       return `started ${values.algorithm || ""} on ${values.env_id || ""} (${values.device || "?"}, seed ${values.seed})${notes}`;
     }
+    case "resumed":  // a resumed attempt: why the one before ended, and where this one goes on from
+      return `attempt ${values.attempt} ${values.interrupted}: ${values.reason} Resumed ` +
+        (values.checkpoint ? `from the ${values.checkpoint} checkpoint at step ${values.from_step}` : "from scratch (no checkpoint)");
     case "checkpoint":
       return values.error ? `checkpoint ${values.tag || ""}: ${values.error}` : `checkpoint saved: ${values.tag}`;
     case "video":

@@ -11,7 +11,7 @@ import {retryDelay} from "../lib/retry.js";
 const page = document.getElementById("run-page");
 const liveIndicator = document.getElementById("live-indicator");
 const metricKinds = ["episode", "train", "eval", "time"];
-const logKinds = ["started", "checkpoint", "video", "eval", "hyperparameters", "finished", "failed"];
+const logKinds = ["started", "resumed", "checkpoint", "video", "eval", "hyperparameters", "finished", "failed"];
 const maxUnreported = 10_000;  // seqs kept for the "drawn" report while the tab is hidden (no frames)
 
 function isNumber(value) {
