@@ -1,13 +1,14 @@
 """Hyperparameters changed while a run trains, from its page.
 
-The run page's form offers the hyperparameters the algorithm declares live (trainer's schema, `Param.live`:
-learning rates, entropy coefficient, clip range, epsilon's end, exploration noise, ...), filled in with the run's
-current values. A change is checked as the experiment form checks a new config (`trainer.params.
-check_live_changes`), recorded on the run (`Run.live_changes`) and pushed to the worker through a Redis list next
-to the stop flag (`push_change`, `redis_keys.changes_key`). The worker's sink (sink.py) reads it with the stop flag
-(every half second); the runner checks it again, applies it and reports a `hyperparameters` event, which the sink
-writes into the change's entry (`record_change`: step, seq, old and new values, or the error) and which the page draws
-as a log line and a mark on every chart.
+The run page's form offers the hyperparameters the algorithm declares live (trainer's schema, `Param.live`: learning
+rates, entropy coefficient, clip range, epsilon's end, exploration noise, ...), filled in with the run's current
+values. A change is checked as the experiment form checks a new config (`trainer.params.check_live_changes`:
+bounds, cross-field checks, the per-step work budget; then `trainer.validate` on the whole config after it: the
+memory estimate, issue 27), recorded on the run (`Run.live_changes`) and pushed to the worker through a Redis list
+next to the stop flag (`push_change`, `redis_keys.changes_key`). The worker's sink (sink.py) reads it with the stop
+flag (every half second); the runner checks it again, applies it and reports a `hyperparameters` event, which the
+sink writes into the change's entry (`record_change`: step, seq, old and new values, or the error) and which the
+page draws as a log line and a mark on every chart.
 
 Resume: a checkpoint saves the config as it is, changes included. A resumed attempt replays the changes whose event
 came after its checkpoint (forgotten with the rest of the interrupted attempt) at the step they were applied at,
@@ -63,6 +64,7 @@ class LiveChangeForm(forms.Form):
         super().__init__(data)
         spec = trainer.get_spec(run.experiment.algorithm)
         self.config_class = spec.config_class
+        self.algorithm, self.env_id = run.experiment.algorithm, run.experiment.env_id
         self.current = current_values(run)
         self.ignored = self.ignored_settings()
         self.params = [param for param in spec.params() if param.live and param.name not in self.ignored]
@@ -85,12 +87,33 @@ class LiveChangeForm(forms.Form):
             return cleaned
         try:
             cleaned["changes"] = check_live_changes(self.config_class, self.current, asked)
+            self.check_as_the_form_does(cleaned["changes"])
         except ConfigError as error:
             for name, message in error.errors.items():
                 field = HYPERPARAMETER_PREFIX + name
                 self.add_error(field if field in self.fields else None,
                                message if field in self.fields else f"{name}: {message}")
         return cleaned
+
+    def check_as_the_form_does(self, changes: dict) -> None:
+        """The new-experiment form's checks of the whole config on its environment (`trainer.validate`: the memory
+        estimate against RLWEB_MAX_RUN_MEMORY_MB, the environment's own checks), applied to the config after the
+        change. ConfigError with what the change brings: a run that already needs more than a limit lowered since
+        it started may still change its learning rate, but no change may take it past one."""
+        try:
+            trainer.validate(self.algorithm, self.env_id, {**self.current, **changes})
+        except ConfigError as error:
+            before = self.form_errors(self.current)
+            brought = {name: message for name, message in error.errors.items() if before.get(name) != message}
+            if brought:
+                raise ConfigError(brought) from None
+
+    def form_errors(self, values: dict) -> dict[str, str]:
+        try:
+            trainer.validate(self.algorithm, self.env_id, values)
+        except ConfigError as error:
+            return error.errors
+        return {}
 
     def ignored_settings(self) -> dict[str, str]:
         """The settings the run's config ignores (a noisy DQN's epsilon): not offered, and refused if posted."""

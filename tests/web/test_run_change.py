@@ -3,6 +3,7 @@ values, the view checks a change as the experiment form checks, records it on th
 through Redis; the worker applies it within a second and reports it (log line, chart marks); it survives a resume
 and the compare page shows it as "changed at step N"."""
 
+import dataclasses
 import json
 import threading
 import time
@@ -16,8 +17,12 @@ from django.urls import reverse
 
 from rlweb.experiments import lifecycle, redis_keys
 from rlweb.experiments.live_changes import request_change
-from rlweb.experiments.models import Checkpoint, Event, Run
+from rlweb.experiments.models import Checkpoint, Event, Experiment, Run
 from rlweb.experiments.tasks import train_run
+from trainer import registry
+from trainer.algorithms.dqn import DQN, DQNConfig
+from trainer.params import param
+from trainer.registry import DQN_FAMILY, AlgorithmSpec, register
 
 JSON = {"Accept": "application/json"}
 TOTAL = 4_000
@@ -107,6 +112,58 @@ def test_a_noisy_run_is_not_offered_epsilon_and_a_change_of_it_is_refused_with_w
                                               "instead of epsilon"]}
     running_run.refresh_from_db()
     assert running_run.live_changes == [] and sent(live_redis, running_run) == []
+
+
+def test_a_change_past_the_per_step_work_budget_is_refused_with_why(owner_client, running_run, live_redis):
+    """Issue 27: gradient_steps=100000 was within the field's bounds and stalled the run (a phase every 4 env steps
+    here: 25,000 updates per env step)."""
+    response = change(owner_client, running_run, gradient_steps="100000")
+    assert response.status_code == 400
+    (message,) = response.json()["errors"]["gradient_steps"]
+    assert message.startswith("must be at most 400 here") and "100 gradient updates per env step" in message
+    running_run.refresh_from_db()
+    assert running_run.live_changes == [] and sent(live_redis, running_run) == []
+    response = change(owner_client, running_run, gradient_steps="400")  # within the budget
+    assert response.status_code == 200, response.content
+    assert json.loads(sent(live_redis, running_run)[0])["values"] == {"gradient_steps": 400}
+
+
+@dataclasses.dataclass
+class LiveBufferConfig(DQNConfig):
+    """DQN whose replay buffer may change while it trains: no algorithm has a live setting that sizes memory
+    today, and the memory estimate must hold the day one does."""
+
+    buffer_size: int = param(100_000, "Replay buffer capacity, in transitions.", low=1, high=50_000_000, live=True)
+
+
+@pytest.fixture
+def live_buffer_run(running_run):
+    spec = register(AlgorithmSpec(name="live-buffer-dqn", family=DQN_FAMILY, description="test", config_class=
+                                  LiveBufferConfig, agent_class=DQN, observation_spaces=("Box",),
+                                  action_spaces=("Discrete",)))
+    Experiment.objects.filter(pk=running_run.experiment_id).update(algorithm=spec.name)
+    running_run.refresh_from_db()
+    yield running_run
+    registry._REGISTRY.pop(spec.name)
+
+
+def test_a_change_past_the_memory_estimate_is_refused_with_why(owner_client, live_buffer_run, live_redis,
+                                                                monkeypatch):
+    monkeypatch.setenv("RLWEB_MAX_RUN_MEMORY_MB", "16")  # the run's 1,000 transitions of CartPole: 72 KiB
+    response = change(owner_client, live_buffer_run, buffer_size="1000000")  # 69 MiB
+    assert response.status_code == 400
+    (message,) = response.json()["errors"]["buffer_size"]
+    assert "this run would need about 68.7 MiB of memory" in message and "16.0 MiB a run may use here" in message
+    assert sent(live_redis, live_buffer_run) == []
+    assert change(owner_client, live_buffer_run, buffer_size="100000").status_code == 200  # 6.9 MiB
+
+
+def test_a_run_past_a_limit_lowered_since_it_started_may_still_change_what_takes_no_memory(
+        owner_client, live_buffer_run, live_redis, monkeypatch):
+    monkeypatch.setenv("RLWEB_MAX_RUN_MEMORY_MB", "0.01")  # less than the run already holds
+    assert change(owner_client, live_buffer_run, learning_rate="0.0005").status_code == 200
+    response = change(owner_client, live_buffer_run, buffer_size="2000")  # more memory still: refused
+    assert response.status_code == 400 and "a run may use here" in response.json()["errors"]["buffer_size"][0]
 
 
 def test_nothing_to_change_is_said_so(owner_client, running_run, live_redis):
