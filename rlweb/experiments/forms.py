@@ -26,8 +26,8 @@ from trainer.notes import run_notes
 from trainer.params import Param
 from trainer.runner import MAX_CHECKPOINTS, interval_errors
 
-from rlweb.experiments import storage_use
-from rlweb.experiments.models import Experiment, Run
+from rlweb.experiments import storage_use, workers
+from rlweb.experiments.models import Experiment, Run, queue_of_device
 
 HYPERPARAMETER_PREFIX = "hp_"
 DEFAULT_ALGORITHM = "dqn"
@@ -250,6 +250,22 @@ class ExperimentForm(forms.ModelForm):
 
     def clean_tags(self) -> list[str]:
         return parse_tags(self.cleaned_data["tags"])
+
+    def clean_device(self) -> str:
+        """CUDA is refused when the gpu queue's live workers are known and none has a GPU: the run would fail on
+        them. With none known it is accepted: a queued run waits for a GPU worker that starts later."""
+        device = self.cleaned_data["device"]
+        if device != Experiment.Device.CUDA:
+            return device
+        queue = queue_of_device(device)
+        serving = [worker for worker in workers.live_workers() if queue in worker.queues]
+        if serving and all(worker.device == "cpu" for worker in serving):
+            names = ", ".join(worker.node for worker in serving[:5]) + (", ..." if len(serving) > 5 else "")
+            raise forms.ValidationError(
+                f"No worker of the {queue} queue has a GPU: {names} report{'s' if len(serving) == 1 else ''} only a "
+                f"CPU, and a CUDA run would fail there. Choose auto or CPU, or start a worker with a GPU for the "
+                f"{queue} queue. (While no worker serves the queue at all, CUDA is accepted and the run waits.)")
+        return device
 
     def clean_num_seeds(self) -> int:
         """One run per seed; they may not take the owner past the site's limit of queued and running runs."""

@@ -115,3 +115,23 @@ def test_strangers_runs_count_in_the_queue_but_their_pages_stay_hidden(owner_cli
     mine, = queue_runs(make_experiment, "cpu", 1)
     assert "#2 in queue" in owner_client.get(reverse("run-detail", args=[mine.pk])).content.decode()
     assert owner_client.get(reverse("run-detail", args=[theirs.pk])).status_code == 404
+
+
+def gpu_queue_worker(node: str, device: str) -> None:
+    workers.write_entry({"node": node, "host": "host-c", "queues": "gpu", "pid": 1, "started": 0, "device": device,
+                         "gpu_memory_mb": 0 if device == "cpu" else 81_920, "visible_devices": ""})
+
+
+def test_cuda_is_refused_next_to_the_device_when_the_gpu_queues_workers_have_no_gpu(owner_client, live_redis):
+    gpu_queue_worker("nogpu@host-c", "cpu")
+    response = owner_client.post(reverse("experiment-new"), form_data(device="cuda"))
+    assert response.status_code == 200 and not Experiment.objects.exists()
+    message = response.context["form"].errors["device"][0]
+    assert "nogpu@host-c" in message and "No worker of the gpu queue has a GPU" in message
+    gpu_queue_worker("a100@host-c", "NVIDIA A100-SXM4-80GB")  # one GPU worker among them is enough
+    assert owner_client.post(reverse("experiment-new"), form_data(device="cuda")).status_code == 302
+
+
+def test_cuda_is_accepted_while_no_worker_serves_the_gpu_queue(owner_client, live_redis):
+    """A queued run may wait for a GPU worker that starts later; the run page says no worker serves its queue."""
+    assert owner_client.post(reverse("experiment-new"), form_data(device="cuda")).status_code == 302
