@@ -185,7 +185,7 @@ def test_a_cancel_during_a_video_ends_the_run_within_two_seconds_and_leaves_no_v
         return original(observation, deterministic)
 
     monkeypatch.setattr(agent, "predict", slow_predict)
-    summary, latency, sink = cancel_during(agent, lambda agent: recording["started"], end_step=10**9,
+    summary, latency, sink = cancel_during(agent, lambda agent: recording["started"], end_step=30_000,  # 200 videos
                                            eval_episodes=0, video_interval=150, checkpoint_dir=tmp_path)
     assert_cancelled_with_latest_weights(agent, summary, latency, sink)
     assert sink.of_kind("video") == [] and not list(tmp_path.glob("*.mp4")) and not list(tmp_path.glob(".video-*"))
