@@ -8,7 +8,8 @@ existing experiment (clone). The hyperparameters start from the preset the algor
 environment (`trainer.presets`: RL Zoo's tuned settings, or the environment family's), the one named
 in the `preset` field, or the algorithm's own defaults with `preset=none`; values given in the query (typed
 before a reload) go on top, and the experiment records the preset's name. The site's limits (settings.MAX_TOTAL_STEPS per run, and
-settings.MAX_ACTIVE_RUNS_PER_USER queued or running runs per user) are refused next to their fields.
+settings.MAX_ACTIVE_RUNS_PER_USER queued or running runs per user) are refused next to their fields, and so
+are more `processes` than the chosen queue's workers have cores (`processes_error`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,20 @@ def algorithm_choices() -> list[tuple[str, list[tuple[str, str]]]]:
 def device_choices() -> list[tuple[str, str]]:
     """auto, CPU and CUDA, then the named queues the admin declares (settings.NAMED_QUEUES)."""
     return [*Experiment.Device.choices, *((queue, f"queue {queue}") for queue in settings.NAMED_QUEUES)]
+
+
+def processes_error(processes: int, queue: str) -> str | None:
+    """Why a run may not train on `processes` processes on `queue`, or None. All of a run's processes train on the
+    one worker that takes it: past its cores they only wait for each other (issue 27: processes=8 on a 2-core worker
+    took 42 s to start and as long to cancel). The bound is the most cores a live worker of the queue reports; when
+    none is known (no worker yet, or only workers that do not say) nothing is refused: a worker may start later,
+    and the queue's notice says that none serves it."""
+    cores = workers.most_cores(queue)
+    if cores is None or processes <= cores:
+        return None
+    return (f"must be at most {cores}: the workers of queue {queue} have at most {cores} core"
+            f"{'s' if cores != 1 else ''}, and all of a run's processes train on the one worker that takes it. More "
+            f"processes than cores only wait for each other: slower to start, to train and to cancel.")
 
 
 def parse_tags(text: str) -> list[str]:
@@ -304,6 +319,11 @@ class ExperimentForm(forms.ModelForm):
             for name, message in error.errors.items():
                 field = self.field_name(name)
                 self.add_error(field, message if field else f"{name}: {message}")
+        processes = cleaned.get("hyperparameters", {}).get("processes", 1)
+        if processes > 1 and cleaned.get("device"):
+            message = processes_error(processes, queue_of_device(cleaned["device"]))
+            if message:
+                self.add_error(HYPERPARAMETER_PREFIX + "processes", message)
         return cleaned
 
     def field_name(self, error_key: str) -> str | None:

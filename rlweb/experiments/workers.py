@@ -1,14 +1,14 @@
 """The worker registry: every Celery worker writes itself into Redis; the workers page and the queue notices read it.
 
-A worker keeps one hash, `rlweb:worker:<node name>`: its host, queues, device (the GPU's name and memory when
-torch sees one), pid, start time and last heartbeat. When the worker is ready (Celery's `worker_ready` signal)
-a daemon thread writes the hash and then rewrites it every `WORKER_BEAT_SECONDS`, each time with an expiry of
-`WORKER_TTL_SECONDS`; `worker_shutdown` deletes it. The thread beats while the solo pool's main thread trains
-(as a run's heartbeat does), and a Redis restart loses nothing for long: the next beat writes the whole hash
-again. A worker killed outright stops beating and its hash expires, so the registry holds exactly the workers
-heard from within the TTL, read with one SCAN and no broadcast (`celery inspect` waits for every worker's
-answer, and a solo worker that trains answers late or never). Which run a worker trains is read from the
-database (`Run.worker_node`), which holds the truth about runs.
+A worker keeps one hash, `rlweb:worker:<node name>`: its host, queues, device (the GPU's name and memory when torch
+sees one), the cores it may use, pid, start time and last heartbeat. When the worker is ready (Celery's
+`worker_ready` signal) a daemon thread writes the hash and then rewrites it every `WORKER_BEAT_SECONDS`, each time
+with an expiry of `WORKER_TTL_SECONDS`; `worker_shutdown` deletes it. The thread beats while the solo pool's main
+thread trains (as a run's heartbeat does), and a Redis restart loses nothing for long: the next beat writes the
+whole hash again. A worker killed outright stops beating and its hash expires, so the registry holds exactly the
+workers heard from within the TTL, read with one SCAN and no broadcast (`celery inspect` waits for every worker's
+answer, and a solo worker that trains answers late or never). Which run a worker trains is read from the database
+(`Run.worker_node`), which holds the truth about runs.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ class Worker:
     pid: int
     started: float
     heartbeat: float
+    cores: int | None = None  # the CPU cores it may use (None: a worker started before workers said)
     run: object = field(default=None)
 
     @classmethod
@@ -54,7 +55,8 @@ class Worker:
         return cls(node=entry["node"], host=entry["host"], queues=[q for q in entry["queues"].split(",") if q],
                    device=entry["device"], gpu_memory_mb=int(entry["gpu_memory_mb"]) or None,
                    visible_devices=entry.get("visible_devices", ""), pid=int(entry["pid"]),
-                   started=float(entry["started"]), heartbeat=float(entry["heartbeat"]))
+                   started=float(entry["started"]), heartbeat=float(entry["heartbeat"]),
+                   cores=int(entry.get("cores") or 0) or None)
 
     @property
     def uptime_seconds(self) -> float:
@@ -66,15 +68,18 @@ class Worker:
 
 
 def device_entry() -> dict:
-    """The device this worker trains on: the first GPU torch sees (CUDA_VISIBLE_DEVICES picks it), else the CPU."""
+    """The device this worker trains on: the first GPU torch sees (CUDA_VISIBLE_DEVICES picks it), else the CPU;
+    and the cores it may use (its CPU affinity), which bound a run's `processes` (`most_cores`)."""
     import torch
+    from trainer.distributed import usable_cores
 
     if torch.cuda.is_available():
         properties = torch.cuda.get_device_properties(0)
         device, memory = properties.name, properties.total_memory // 2**20
     else:
         device, memory = "cpu", 0
-    return {"device": device, "gpu_memory_mb": memory, "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+    return {"device": device, "gpu_memory_mb": memory, "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+            "cores": usable_cores()}
 
 
 def write_entry(entry: dict) -> None:
@@ -100,6 +105,14 @@ def live_workers() -> list[Worker]:
 
 def served_queues(workers: list[Worker]) -> set[str]:
     return {queue for worker in workers for queue in worker.queues}
+
+
+def most_cores(queue: str, live: list[Worker] | None = None) -> int | None:
+    """The most cores a live worker of `queue` may use: a run's processes all train on the one worker that takes it.
+    None when no worker of the queue is known, or none of them says (started before workers did)."""
+    cores = [worker.cores for worker in (live_workers() if live is None else live)
+             if queue in worker.queues and worker.cores]
+    return max(cores, default=None)
 
 
 class Registration:
