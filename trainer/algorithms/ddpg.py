@@ -44,7 +44,8 @@ class DDPGConfig:
     tau: float = param(0.005, "Polyak averaging rate of the target networks.", low=0,
                        low_inclusive=False, high=1, live=True)
     train_frequency: int = param(1, "Env steps between training phases.", low=1)
-    gradient_steps: int = param(1, "Critic updates per training phase.", low=1, high=100_000)
+    gradient_steps: int = param(1, "Critic updates per training phase (at most 100 per env step: 100 x "
+                                   "train_frequency).", low=1, high=100_000)
     # exploration at collection time, in units of the action half-range, clipped to the bounds
     action_noise: float = param(0.1, "Std of the exploration noise added to the actor's actions, as a "
                                      "fraction of the action half-range.", low=0, live=True)

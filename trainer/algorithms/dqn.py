@@ -47,7 +47,8 @@ class DQNConfig:
     gamma: float = param(0.99, "Discount factor.", low=0, high=1)
     # a training phase every `train_frequency` env steps, of `gradient_steps` updates
     train_frequency: int = param(256, "Env steps between training phases.", low=1, live=True)
-    gradient_steps: int = param(128, "Gradient updates per training phase.", low=1, high=100_000, live=True)
+    gradient_steps: int = param(128, "Gradient updates per training phase (at most 100 per env step: "
+                                     "100 x train_frequency).", low=1, high=100_000, live=True)
     # rlpyt's replay ratio: when set, it replaces train_frequency and gradient_steps
     replay_ratio: float = param(0.0, "Gradient updates per env step (0: use train_frequency and gradient_steps).",
                                 low=0, high=MAX_UPDATES_PER_STEP)

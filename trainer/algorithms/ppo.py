@@ -33,7 +33,8 @@ class PPOConfig:
     # rollout length per env; a rollout is n_steps * num_envs transitions
     n_steps: int = param(32, "Env steps per environment in each rollout.", low=1, high=100_000)
     batch_size: int = param(256, "Transitions per minibatch.", low=1, high=1_000_000)
-    n_epochs: int = param(20, "Passes over each rollout.", low=1, high=1_000, live=True)
+    n_epochs: int = param(20, "Passes over each rollout (at most 100 gradient updates per env "
+                              "step in all).", low=1, high=1_000, live=True)
     gamma: float = param(0.98, "Discount factor.", low=0, high=1)
     gae_lambda: float = param(0.8, "GAE lambda: 1 gives Monte-Carlo advantages, 0 one-step TD errors.", low=0, high=1)
     learning_rate: float = param(1e-3, "Adam learning rate (at the start, when annealed).", low=0,

@@ -47,7 +47,8 @@ class SACConfig:
                        live=True)
     target_update_interval: int = param(1, "Gradient updates between target-critic updates.", low=1)
     train_frequency: int = param(1, "Env steps between training phases.", low=1)
-    gradient_steps: int = param(1, "Gradient updates per training phase.", low=1, high=100_000)
+    gradient_steps: int = param(1, "Gradient updates per training phase (at most 100 per env step: "
+                                   "100 x train_frequency).", low=1, high=100_000)
     auto_alpha: bool = param(True, "Tune alpha towards the target entropy; off keeps alpha fixed.")
     alpha: float = param(1.0, "Entropy coefficient: its initial value when tuned, its value when fixed.", low=0,
                          low_inclusive=False, live=True)
