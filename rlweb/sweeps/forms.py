@@ -20,9 +20,9 @@ from django.template.defaultfilters import pluralize
 from trainer.sweep import parse_dimension
 
 from rlweb.experiments.forms import (DEFAULT_ENV_ID, HYPERPARAMETER_PREFIX, algorithm_choices, bounds_text,
-                                     default_algorithm, device_choices, preset_fields)
+                                     default_algorithm, device_choices, preset_fields, processes_error)
 from rlweb.experiments import storage_use
-from rlweb.experiments.models import Experiment, Run
+from rlweb.experiments.models import Experiment, Run, queue_of_device
 from rlweb.sweeps.models import OBJECTIVES, Sweep
 from rlweb.sweeps.study import grid_size
 
@@ -156,12 +156,17 @@ class SweepForm(forms.Form):
         return cleaned
 
     def check_values(self, env_id: str, fixed: dict, space: list[dict]) -> None:
-        """The fixed values together, then each end of each range and each choice with them."""
+        """The fixed values together, then each end of each range and each choice with them; `processes` also
+        against the cores of the chosen queue's workers, as the experiment form checks it."""
         tries = [({}, None)] + [({item["name"]: value}, item["name"]) for item in space
                                 for value in (item["choices"] or (item["low"], item["high"]))]
+        queue = queue_of_device(self.cleaned_data["device"]) if self.cleaned_data.get("device") else None
         for extra, name in tries:
             try:
-                trainer.validate(self.algorithm_name, env_id, {**fixed, **extra})
+                values = trainer.validate(self.algorithm_name, env_id, {**fixed, **extra})
+                too_many = processes_error(values["processes"], queue) if queue and values["processes"] > 1 else None
+                if too_many:
+                    raise trainer.ConfigError({"processes": too_many})
             except trainer.ConfigError as error:
                 for key, message in error.errors.items():
                     field = key if key in ("algorithm", "env_id") else HYPERPARAMETER_PREFIX + key

@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from rlweb.experiments import workers
 from rlweb.experiments.models import Experiment, Run
 from rlweb.experiments.tasks import train_run
 from rlweb.sweeps import study
@@ -70,6 +71,7 @@ def test_the_form_starts_a_sweep_whose_first_trials_are_queued_experiments(owner
     ("hp_double_q", "1:2", "a range is LOW:HIGH or LOW:HIGH:log, of a number hyperparameter"),
     ("hp_batch_size", "16|abc", "'abc'"),
     ("hp_batch_size", "16|5000", "with batch_size=5000"),  # above the replay buffer
+    ("hp_gradient_steps", "1|100000", "with gradient_steps=100000: must be at most 400 here"),  # the work budget
 ])
 def test_a_bad_search_range_is_refused_next_to_its_field_and_nothing_starts(owner_client, field, value, message):
     response = owner_client.post(reverse("sweep-new"), sweep_form(**{field: value}))
@@ -77,6 +79,17 @@ def test_a_bad_search_range_is_refused_next_to_its_field_and_nothing_starts(owne
     errors = response.context["form"].errors
     assert field in errors and message in " ".join(errors[field]), errors
     assert not Sweep.objects.exists() and not Experiment.objects.exists()
+
+
+def test_processes_above_the_queues_worker_cores_are_refused_in_a_sweep_too(owner_client, live_redis):
+    workers.write_entry({"node": "small@host-a", "host": "host-a", "queues": "cpu", "pid": 4242, "started": 0,
+                         "device": "cpu", "gpu_memory_mb": 0, "visible_devices": "", "cores": 2})
+    data = {key: value for key, value in sweep_form(algorithm="ppo").items() if not key.startswith("hp_")}
+    response = owner_client.post(reverse("sweep-new"), {**data, "hp_learning_rate": "1e-4:1e-2:log",
+                                                        "hp_processes": "1|4"})
+    assert response.status_code == 200 and not Sweep.objects.exists()
+    (message,) = response.context["form"].errors["hp_processes"]
+    assert message.startswith("with processes=4: must be at most 2: the workers of queue cpu have at most 2 cores")
 
 
 def test_the_median_pruners_warm_up_is_the_users_or_a_third_of_the_run(owner_client):
