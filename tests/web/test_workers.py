@@ -55,7 +55,7 @@ def entry(node: str, queues: str, device: str = "cpu", memory: int = 0) -> dict:
 
 def workers_with_a_run(owner, make_experiment):
     workers.write_entry(entry("gpu1@host-a", "gpu,a100", device="NVIDIA A100-SXM4-80GB", memory=81_920))
-    workers.write_entry(entry("cpu@host-b", "cpu"))
+    workers.write_entry({**entry("cpu@host-b", "cpu"), "cores": 16})
     experiment = make_experiment(name="owner's secret sweep", device="cuda")
     return Run.objects.create(experiment=experiment, total_steps=400, status=Run.Status.RUNNING,
                               worker_node="gpu1@host-a", worker_host="host-a")
@@ -67,7 +67,7 @@ def test_the_workers_page_lists_each_live_worker_with_the_owners_run(owner, owne
     assert response.status_code == 200
     html = response.content.decode()
     for text in ("host-a", "host-b", "<code>gpu</code>, <code>a100</code>", "NVIDIA A100-SXM4-80GB", "81920 MB",
-                 "1 h 00 min", "s ago", "owner&#x27;s secret sweep", f'href="{run.get_absolute_url()}"'):
+                 "1 h 00 min", "s ago", "owner&#x27;s secret sweep", f'href="{run.get_absolute_url()}"', "16 cores"):
         assert text in html, text
     assert html.count("idle") == 1
     assert "4242" not in html and "CUDA_VISIBLE_DEVICES" not in html  # staff only
