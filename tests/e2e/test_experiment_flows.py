@@ -6,6 +6,9 @@ SQLite, one Celery worker with the beat scheduler, uvicorn), driven by Debian's 
 - launch, cancel midway, resume from the checkpoint to the end, clone into a prefilled form and launch that;
 - the lists find the runs; screenshots of the form and both lists at desktop and phone widths land in
   docs/screenshots/.
+
+What is costly is made once per module by fixtures (the signed-up browser context; the launched experiment,
+its cancelled and resumed run, its clone; the made-up experiments), so each test also runs alone.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ pytestmark = pytest.mark.e2e
 USERNAME, PASSWORD = "grace", "a long browser password 8"
 TOTAL_STEPS = 8_000
 CANCEL_AFTER = 1_500
+NAME, TAGS = "CartPole, cancelled and resumed", "baseline, resume-test"
 TRAINING = {
     "total_steps": str(TOTAL_STEPS), "eval_interval": "2000", "eval_episodes": "3", "checkpoint_interval": "0",
     "hp_learning_starts": "500", "hp_buffer_size": "10000", "hp_batch_size": "32", "hp_train_frequency": "4",
@@ -41,7 +45,7 @@ def test_the_sweep_marks_a_silent_run_lost_without_any_page_view(site_stack):
         from rlweb.experiments.models import Experiment, Run
         from rlweb.accounts.models import SiteSettings
         owner = get_user_model().objects.create_user("sweep-owner")
-        SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})  # the next test signs up
+        SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})  # the others sign up
         experiment = Experiment.objects.create(owner=owner, name="silent", algorithm="dqn", env_id="CartPole-v1",
                                                total_steps=100, auto_resume=False)  # else queued again at once
         result = Run.objects.create(experiment=experiment, total_steps=100, status="running",
@@ -112,37 +116,45 @@ def shoot_both_widths(page, name: str) -> None:
     page.set_viewport_size({"width": 1280, "height": 800})
 
 
-def test_a_user_launches_cancels_resumes_and_clones_an_experiment(site_stack, browser):
-    import trainer
-
-    base = site_stack.url
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
+def open_page(context) -> tuple:
+    """A new page in `context`, and the list its script errors go to."""
     page = context.new_page()
     page.set_default_timeout(30_000)
     browser_errors = []
     page.on("pageerror", lambda error: browser_errors.append(str(error)))
+    return page, browser_errors
 
-    sign_up(page, base, USERNAME, PASSWORD)
 
-    # the form: algorithms grouped by family, the chosen one described under the list
-    page.click("text=New experiment")
-    groups = page.eval_on_selector_all("#id_algorithm optgroup", "groups => groups.map(group => group.label)")
-    assert groups[:3] == ["DQN family", "Policy gradient", "Continuous control"]
-    assert page.inner_text("#id_algorithm_helptext") == trainer.get_spec("dqn").description
-    shoot_both_widths(page, "experiment-form")
+@pytest.fixture(scope="module")
+def signed_in(site_stack, browser):
+    """A browser context of a user who signed up through the sign-up page (once per module)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page, browser_errors = open_page(context)
+    sign_up(page, site_stack.url, USERNAME, PASSWORD)
+    page.close()
+    assert not browser_errors
+    yield context
+    context.close()
 
-    # a bad value and an environment dqn cannot act in are refused next to their fields; nothing is queued
-    page.fill("#id_name", "CartPole, cancelled and resumed")
-    page.fill("#id_env_id", "Pendulum-v1")
-    page.fill("#id_hp_learning_rate", "0")
-    page.fill("#id_tags", "baseline, resume-test")
-    page.click("text=Create and launch")
-    assert "must be greater than 0" in page.inner_text("#id_hp_learning_rate_error")
-    assert "dqn needs Discrete actions" in page.inner_text("#id_env_id_error")
-    assert page.input_value("#id_tags") == "baseline, resume-test"  # what was typed stays
 
-    # fix them and launch
+@pytest.fixture
+def page(signed_in):
+    """A fresh page of the signed-in user; it must end with no script error."""
+    page, browser_errors = open_page(signed_in)
+    yield page
+    page.close()
+    assert not browser_errors
+
+
+@pytest.fixture(scope="module")
+def launched(site_stack, signed_in) -> dict:
+    """An experiment launched through the form: its page, its run's page and the run's id."""
+    base = site_stack.url
+    page, browser_errors = open_page(signed_in)
+    page.goto(base + "/experiments/new/")
+    page.fill("#id_name", NAME)
     page.fill("#id_env_id", "CartPole-v1")
+    page.fill("#id_tags", TAGS)
     for name, value in TRAINING.items():
         page.fill(f"#id_{name}", value)
     page.select_option("#id_device", "cpu")
@@ -152,91 +164,201 @@ def test_a_user_launches_cancels_resumes_and_clones_an_experiment(site_stack, br
     page.click("#run-table a[data-run-id]")
     page.wait_for_selector("#run-progress")
     run_url = page.url
+    page.close()
+    assert not browser_errors
+    return {"experiment_url": experiment_url, "run_url": run_url, "run_id": int(run_url.rstrip("/").split("/")[-1])}
 
-    # cancel midway: the run stops at its next check, saves a final checkpoint and ends cancelled
+
+@pytest.fixture(scope="module")
+def cancelled(site_stack, signed_in, launched) -> dict:
+    """The launched run, cancelled midway from its page: where it stopped and its status in the database."""
+    run_url = launched["run_url"]
+    page, browser_errors = open_page(signed_in)
+    page.goto(run_url)
     page.wait_for_function(f"{STEPS_DONE} > {CANCEL_AFTER}", timeout=180_000)
     with page.expect_navigation(url=run_url):  # the POST answers with the run page again
         page.click("#cancel-form button")
     page.wait_for_function(f"{STATUS} === 'cancelled'", timeout=60_000)
     # the page hears "finished" a moment before the worker records the status; the resume form needs the row's
-    run_id = int(run_url.rstrip("/").split("/")[-1])
-    assert wait_for_status(site_stack, run_id, "cancelled") == "cancelled"
+    status_in_db = wait_for_status(site_stack, launched["run_id"], "cancelled")
     page.goto(run_url)
     stopped_at = page.evaluate(STEPS_DONE)
-    assert CANCEL_AFTER < stopped_at < TOTAL_STEPS
-    page.wait_for_selector('a[data-checkpoint-tag="final"]')
+    page.close()
+    assert not browser_errors
+    return {"status_in_db": status_in_db, "stopped_at": stopped_at}
 
-    # resume: it goes on from that checkpoint to the end
+
+@pytest.fixture(scope="module")
+def resumed(site_stack, signed_in, launched, cancelled) -> dict:
+    """The cancelled run, resumed from its page and watched there to its end: what the page said."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    run_url = launched["run_url"]
+    page, browser_errors = open_page(signed_in)
+    page.goto(run_url)
     with page.expect_navigation(url=run_url):
         page.click("#resume-form button")
-    assert page.inner_text("#run-status") in ("queued", "running")
+    status_at_once = page.inner_text("#run-status")
     page.wait_for_function(f"{STATUS} === 'succeeded'", timeout=300_000)
-    assert page.inner_text("#run-progress-text") == f"{TOTAL_STEPS} / {TOTAL_STEPS} steps"
-    # the duration written live at the end counts both attempts
-    page.wait_for_function("document.getElementById('run-duration')?.textContent.endsWith(' over 2 attempts')",
-                           timeout=10_000)
+    progress = page.inner_text("#run-progress-text")
+    try:  # the duration written live at the end (the test asserts what it says)
+        page.wait_for_function("document.getElementById('run-duration')?.textContent.endsWith(' over 2 attempts')",
+                               timeout=10_000)
+    except PlaywrightTimeout:
+        pass
+    duration = page.inner_text("#run-duration")
     # the page hears "finished" from the stream a moment before the worker records the status on the row
-    assert wait_for_status(site_stack, run_id, "succeeded") == "succeeded"
+    status_in_db = wait_for_status(site_stack, launched["run_id"], "succeeded")
+    page.close()
+    assert not browser_errors
+    return {"status_at_once": status_at_once, "progress": progress, "duration": duration,
+            "status_in_db": status_in_db}
+
+
+@pytest.fixture(scope="module")
+def cloned(site_stack, signed_in, launched) -> dict:
+    """The launched experiment cloned from its page with 3000 steps a run: what the form came filled in with,
+    and the clone's page."""
+    page, browser_errors = open_page(signed_in)
+    page.goto(launched["experiment_url"])
+    page.click("#clone-link")
+    page.wait_for_selector("#id_name")
+    prefilled = {field: page.input_value(f"#id_{field}")
+                 for field in ("name", "hp_learning_rate", "hp_hidden_layers", "tags", "total_steps")}
+    page.fill("#id_total_steps", "3000")
+    page.click("text=Create and launch")
+    page.wait_for_selector("#run-table")
+    clone = {"prefilled": prefilled, "title": page.inner_text("h1"), "meta": page.inner_text(".meta")}
+    page.close()
+    assert not browser_errors
+    return clone
+
+
+@pytest.fixture(scope="module")
+def samples(site_stack, signed_in) -> int:
+    """A few made-up experiments of the user, in states a short test cannot reach: the Rainbow one's id."""
+    return site_stack.orm(f"USERNAME = {USERNAME!r}\n" + textwrap.dedent(SAMPLE_EXPERIMENTS))
+
+
+def test_the_form_groups_algorithms_by_family_and_describes_the_chosen_one(page, site_stack):
+    import trainer
+
+    page.goto(site_stack.url + "/")
+    page.click("text=New experiment")
+    groups = page.eval_on_selector_all("#id_algorithm optgroup", "groups => groups.map(group => group.label)")
+    assert groups[:3] == ["DQN family", "Policy gradient", "Continuous control"]
+    assert page.inner_text("#id_algorithm_helptext") == trainer.get_spec("dqn").description
+    shoot_both_widths(page, "experiment-form")
+
+
+def test_a_bad_value_and_an_environment_the_algorithm_cannot_act_in_are_refused_next_to_their_fields(page, site_stack):
+    page.goto(site_stack.url + "/experiments/new/")
+    page.fill("#id_name", NAME)
+    page.fill("#id_env_id", "Pendulum-v1")
+    page.fill("#id_hp_learning_rate", "0")
+    page.fill("#id_tags", TAGS)
+    page.click("text=Create and launch")
+    assert "must be greater than 0" in page.inner_text("#id_hp_learning_rate_error")
+    assert "dqn needs Discrete actions" in page.inner_text("#id_env_id_error")
+    assert page.input_value("#id_tags") == "baseline, resume-test"  # what was typed stays
+
+
+def test_a_run_cancelled_midway_stops_at_its_next_check_with_a_final_checkpoint(page, launched, cancelled):
+    assert cancelled["status_in_db"] == "cancelled"
+    assert CANCEL_AFTER < cancelled["stopped_at"] < TOTAL_STEPS
+    page.goto(launched["run_url"])
+    page.wait_for_selector('a[data-checkpoint-tag="final"]')
+
+
+def test_a_cancelled_run_resumes_from_its_checkpoint_to_the_end(resumed):
+    assert resumed["status_at_once"] in ("queued", "running")
+    assert resumed["progress"] == f"{TOTAL_STEPS} / {TOTAL_STEPS} steps"
+    # the duration written live at the end counts both attempts
+    assert resumed["duration"].endswith(" over 2 attempts"), resumed["duration"]
+    assert resumed["status_in_db"] == "succeeded"
+
+
+def test_the_resumed_attempt_numbers_its_events_after_those_of_the_cancelled_one(site_stack, launched, cancelled,
+                                                                                 resumed):
     history = site_stack.orm(f"""
         from rlweb.experiments.models import Event, Run
-        run = Run.objects.get(pk={run_id})
+        run = Run.objects.get(pk={launched["run_id"]})
         events = Event.objects.filter(run=run).order_by("seq")
         result = {{"start_step": run.start_step, "seqs": list(events.values_list("seq", flat=True)),
                   "forgotten": run.forgotten_seqs,
                   "evals": list(events.filter(kind="eval").values_list("step", flat=True)),
                   "finished": list(events.filter(kind="finished").values_list("step", flat=True))}}
     """)
-    assert history["start_step"] == stopped_at
+    assert history["start_step"] == cancelled["stopped_at"]
     # the resumed attempt numbers its events after every one the cancelled attempt sent (forgotten from its
     # final checkpoint on), so a page that reconnects with an old id never mixes the two
     (kept, through), = history["forgotten"]
-    resumed = len(history["seqs"]) - kept
-    assert history["seqs"] == list(range(1, kept + 1)) + list(range(through + 1, through + 1 + resumed))
+    resumed_events = len(history["seqs"]) - kept
+    assert history["seqs"] == list(range(1, kept + 1)) + list(range(through + 1, through + 1 + resumed_events))
     assert history["evals"] == [2000, 4000, 6000, 8000] and history["finished"] == [TOTAL_STEPS]
 
-    # clone: the form comes filled in, every hyperparameter included; change one value and launch
-    page.goto(experiment_url)
-    page.click("#clone-link")
-    page.wait_for_selector("#id_name")
-    assert page.input_value("#id_name") == "CartPole, cancelled and resumed (copy)"
-    assert page.input_value("#id_hp_learning_rate") == "0.0007"
-    assert page.input_value("#id_hp_hidden_layers") == "64,64"
-    assert page.input_value("#id_tags") == "baseline, resume-test"
-    assert page.input_value("#id_total_steps") == str(TOTAL_STEPS)
-    page.fill("#id_total_steps", "3000")
-    page.click("text=Create and launch")
-    page.wait_for_selector("#run-table")
-    assert page.inner_text("h1") == "CartPole, cancelled and resumed (copy)"
-    assert "3000 steps per run" in page.inner_text(".meta")
 
-    # the lists: both experiments; the runs, filtered by status and tag (with a few made-up experiments
-    # beside them, in states a short test cannot reach, for the screenshots)
-    page.goto(base + "/")
+def test_a_clone_comes_filled_in_with_every_hyperparameter_and_launches_with_a_changed_value(cloned):
+    prefilled = cloned["prefilled"]
+    assert prefilled["name"] == "CartPole, cancelled and resumed (copy)"
+    assert prefilled["hp_learning_rate"] == "0.0007"
+    assert prefilled["hp_hidden_layers"] == "64,64"
+    assert prefilled["tags"] == "baseline, resume-test"
+    assert prefilled["total_steps"] == str(TOTAL_STEPS)
+    assert cloned["title"] == "CartPole, cancelled and resumed (copy)"
+    assert "3000 steps per run" in cloned["meta"]
+
+
+def test_the_experiment_list_shows_each_experiment_of_the_user(page, site_stack, launched, cloned, request):
+    # both experiments; then the made-up ones beside them (made here, the first time the module needs them)
+    page.goto(site_stack.url + "/")
     assert page.locator("#experiment-table tbody tr").count() == 2
-    rainbow = site_stack.orm(f"USERNAME = {USERNAME!r}\n" + textwrap.dedent(SAMPLE_EXPERIMENTS))
+    request.getfixturevalue("samples")
     page.reload()
     assert page.locator("#experiment-table tbody tr").count() == 5
     shoot_both_widths(page, "experiment-list")
-    page.goto(base + "/runs/?status=succeeded&tag=resume-test")
+
+
+def test_the_run_list_filters_by_status_and_tag(page, site_stack, launched, resumed, cloned, samples):
+    page.goto(site_stack.url + "/runs/?status=succeeded&tag=resume-test")
     rows = page.locator("#run-list-table tbody tr")
     shown = rows.evaluate_all("rows => rows.map((row) => Number(row.dataset.runId))")
     # the resumed run, and the clone's short run when it has already finished; none of the made-up ones
+    run_id = launched["run_id"]
     assert run_id in shown and len(shown) <= 2, f"shown: {shown}; in the database: {statuses(site_stack)}"
     assert all("succeeded" in text and "resume-test" in text for text in rows.all_text_contents())
-    page.goto(base + "/runs/?sort=-progress")
+
+
+def test_the_run_list_sorted_by_progress_fits_the_window(page, site_stack, resumed, cloned, samples):
+    page.goto(site_stack.url + "/runs/?sort=-progress")
     width, room = page.evaluate("(wrap => [wrap.scrollWidth, wrap.clientWidth])(document.querySelector('.table-wrap'))")
     assert width <= room, f"the run list is {width} pixels wide in a {room}-pixel window: its last columns hide"
     shoot_both_widths(page, "run-list")
-    page.goto(base + "/runs/?sort=nonsense")
+
+
+def test_the_run_list_says_it_cannot_sort_by_an_unknown_column(page, site_stack):
+    page.goto(site_stack.url + "/runs/?sort=nonsense")
     assert "Cannot sort by" in page.inner_text(".messages")
 
-    # delete, after a confirmation
-    page.goto(f"{base}/experiments/{rainbow}/")
+
+def test_an_experiment_is_deleted_after_a_confirmation(page, site_stack, signed_in):
+    base = site_stack.url
+    # its own experiment (like the made-up Rainbow one, with a run), so the others' stay
+    doomed = site_stack.orm(f"""
+        from django.contrib.auth import get_user_model
+        from rlweb.experiments.models import Experiment, Run
+        experiment = Experiment.objects.create(owner=get_user_model().objects.get(username={USERNAME!r}),
+                                               name="Rainbow on Breakout", algorithm="rainbow",
+                                               env_id="ALE/Breakout-v5", tags=["atari"], total_steps=10_000_000,
+                                               hyperparameters={{}}, auto_resume=False)
+        Run.objects.create(experiment=experiment, seed=0, total_steps=10_000_000, status="lost")
+        result = experiment.pk
+    """)
+    page.goto(base + "/")
+    before = page.locator("#experiment-table tbody tr").count()
+    page.goto(f"{base}/experiments/{doomed}/")
     page.click("text=Delete…")
     page.click("text=Delete for good")
     page.wait_for_url(base + "/")
     assert "Deleted “Rainbow on Breakout”" in page.inner_text(".messages")
-    assert page.locator("#experiment-table tbody tr").count() == 4
-
-    assert not browser_errors
-    context.close()
+    assert page.locator("#experiment-table tbody tr").count() == before - 1
