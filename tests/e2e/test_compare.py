@@ -3,7 +3,9 @@ site's database, plus one real run that a worker trains meanwhile), open the com
 run, group by experiment, change the band, smoothing and scale, set a threshold, read the hyperparameter
 diff, export CSV, and take screenshots at desktop and phone widths (docs/screenshots/compare*.png).
 
-The real stack runs as subprocesses (`python -m rlweb.devserver`, tests/e2e/stack.py).
+The real stack runs as subprocesses (`python -m rlweb.devserver`, tests/e2e/stack.py). What is costly is made
+once per module (the seeded runs, the real run, a signed-in browser context); each test opens its own page on
+the comparison with the options it needs in the URL (the page keeps them there), so each runs alone too.
 """
 
 from __future__ import annotations
@@ -45,6 +47,104 @@ def demo_site(site_stack):
     return site_stack.url, [int(run_id) for run_id in seeded.stdout.strip().splitlines()[-1].split(",")]
 
 
+# the options the page had once grouped, banded and smoothed (as the one long scenario left them)
+GROUPED = "group=experiment&band=minmax&smooth=0.9"
+
+
+def watch(page, base: str) -> tuple[list[str], list[str]]:
+    """Collect the page's script errors and any request that leaves the site."""
+    errors, external = [], []
+    page.set_default_timeout(30_000)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("request", lambda request: external.append(request.url)
+            if request.url.startswith(("http:", "https:")) and not request.url.startswith(base) else None)
+    return errors, external
+
+
+def quiet(errors: list[str], external: list[str]) -> None:
+    assert not errors, errors
+    assert not external, f"the page reached outside the site: {external[:3]}"
+
+
+@pytest.fixture(scope="module")
+def signed_in(demo_site, browser):
+    """A browser context signed in as the demo user (made once; each test opens its own page in it)."""
+    base, _ = demo_site
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    seen = watch(page, base)
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", USERNAME)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+    page.close()
+    quiet(*seen)
+    yield context
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def real_run(demo_site, signed_in):
+    """One real run, launched through the form and trained by the worker while the tests compare:
+    (its id, its experiment's page)."""
+    base, _ = demo_site
+    page = signed_in.new_page()
+    seen = watch(page, base)
+    page.goto(f"{base}/experiments/new/")
+    for name, value in REAL_RUN.items():
+        page.fill(f"#id_{name}", value)
+    page.select_option("#id_device", "cpu")
+    page.click("text=Create and launch")
+    page.wait_for_selector("#run-table")
+    launched = int(page.get_attribute("#run-table a[data-run-id]", "data-run-id")), page.url
+    page.close()
+    quiet(*seen)
+    return launched
+
+
+@pytest.fixture(scope="module")
+def picked(demo_site, real_run) -> tuple[list[int], list[int]]:
+    """The runs the tests compare, as picked in the run list: (the real run and the DQN and PPO seeds,
+    the seeds alone), newest first as the run list orders them."""
+    _, demo_runs = demo_site
+    others = [*demo_runs[-2:][::-1], *demo_runs[:3][::-1]]
+    return [real_run[0], *others], others
+
+
+def real_trace(run_id: int) -> str:
+    """The real run's curve in the return chart, while the runs are not grouped."""
+    return f"{RETURN_CHART}.data.find((t) => t.name && t.name.startsWith('#{run_id} '))"
+
+
+@pytest.fixture(scope="module")
+def real_curve(demo_site, signed_in, real_run, picked) -> None:
+    """Wait (once) until the real run has points to compare, as the tests after the live curve's expect."""
+    page = signed_in.new_page()
+    seen = watch(page, demo_site[0])
+    open_comparison(page, demo_site[0], picked)
+    page.wait_for_function(f"{real_trace(real_run[0])} && {real_trace(real_run[0])}.x.length > 0", timeout=180_000)
+    page.close()
+    quiet(*seen)
+
+
+@pytest.fixture
+def page(demo_site, signed_in):
+    """A fresh page in the signed-in context; it must end with no script error and no request off the site."""
+    page = signed_in.new_page()
+    seen = watch(page, demo_site[0])
+    yield page
+    page.close()
+    quiet(*seen)
+
+
+def open_comparison(page, base: str, picked: tuple[list[int], list[int]], options: str = "") -> None:
+    """Open the comparison of the picked runs (with `options`, a query string) and wait until it is drawn."""
+    runs = ",".join(map(str, sorted(picked[0], reverse=True)))
+    page.goto(f"{base}/compare/?runs={runs}" + (f"&{options}" if options else ""))
+    page.wait_for_function(READY)
+
+
 def legend(page) -> list[str]:
     return page.eval_on_selector_all("#compare-legend button", "buttons => buttons.map((b) => b.textContent)")
 
@@ -59,61 +159,46 @@ def set_smoothing(page, value: float) -> None:
                                         "input.dispatchEvent(new Event('input')); }", value)
 
 
-def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(demo_site, browser, tmp_path):
+def test_compare_with_on_a_run_page_opens_a_comparison_that_offers_other_runs_to_add(page, demo_site, real_run):
     base, demo_runs = demo_site
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    errors, external = [], []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.on("request", lambda request: external.append(request.url)
-            if request.url.startswith(("http:", "https:")) and not request.url.startswith(base) else None)
-    page.goto(f"{base}/login/")
-    page.fill("#id_username", USERNAME)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
-
-    # one real run, trained by the worker while we compare
-    page.goto(f"{base}/experiments/new/")
-    for name, value in REAL_RUN.items():
-        page.fill(f"#id_{name}", value)
-    page.select_option("#id_device", "cpu")
-    page.click("text=Create and launch")
-    page.wait_for_selector("#run-table")
-    real_run = int(page.get_attribute("#run-table a[data-run-id]", "data-run-id"))
-
-    # "Compare with…" on its run page: a comparison of this run that offers the others to add
+    run_id, experiment_url = real_run
+    page.goto(experiment_url)
     page.click("#run-table a[data-run-id]")
     page.click("#compare-with")
     page.wait_for_function(READY)
     page.check(f"#add-runs-form input[value='{demo_runs[0]}']")
     page.click("#add-runs-form button[type=submit]")
-    page.wait_for_url(f"{base}/compare/?runs={real_run},{demo_runs[0]}")  # the page it left was ready too
+    page.wait_for_url(f"{base}/compare/?runs={run_id},{demo_runs[0]}")  # the page it left was ready too
     page.wait_for_function(READY)
 
-    # pick it and the DQN and PPO seeds in the run list
-    others = [*demo_runs[-2:][::-1], *demo_runs[:3][::-1]]  # as the run list orders them: newest first
-    picked = [real_run, *others]
+
+def test_runs_picked_in_the_run_list_open_in_one_comparison(page, demo_site, real_run, picked):
+    base, _ = demo_site
     page.goto(f"{base}/runs/")
-    for run_id in picked:
+    for run_id in picked[0]:
         page.check(f"input[name=runs][value='{run_id}']")
     page.click("text=Compare selected")
-    page.wait_for_url(f"{base}/compare/?runs={','.join(map(str, sorted(picked, reverse=True)))}")
+    page.wait_for_url(f"{base}/compare/?runs={','.join(map(str, sorted(picked[0], reverse=True)))}")
     page.wait_for_function(READY)
-    assert len(legend(page)) == 6 and any(label.startswith(f"#{real_run} real DQN") for label in legend(page))
+    assert len(legend(page)) == 6 and any(label.startswith(f"#{real_run[0]} real DQN") for label in legend(page))
     assert page.eval_on_selector_all(".chart-card", "cards => cards.map((c) => c.dataset.metric)")[:2] == [
         "rollout/episode_return", "eval/return_mean"]
 
-    # the real run's curve appears and grows without a reload
-    real_trace = f"{RETURN_CHART}.data.find((t) => t.name && t.name.startsWith('#{real_run} '))"
-    page.wait_for_function(f"{real_trace} && {real_trace}.x.length > 0", timeout=180_000)
-    first = page.evaluate(f"{real_trace}.x.length")
-    page.wait_for_function(f"{real_trace}.x.length > {first} || "
-                           f"document.querySelector('#summary-table tr[data-run=\"{real_run}\"] .status')"
+
+def test_a_live_runs_curve_appears_and_grows_without_a_reload(page, demo_site, real_run, picked):
+    run_id = real_run[0]
+    open_comparison(page, demo_site[0], picked)
+    trace = real_trace(run_id)
+    page.wait_for_function(f"{trace} && {trace}.x.length > 0", timeout=180_000)
+    first = page.evaluate(f"{trace}.x.length")
+    page.wait_for_function(f"{trace}.x.length > {first} || "
+                           f"document.querySelector('#summary-table tr[data-run=\"{run_id}\"] .status')"
                            ".textContent === 'succeeded'", timeout=180_000)
 
-    # group by experiment: a mean and a band per experiment, the number of seeds in the legend
+
+def test_grouping_by_experiment_draws_a_mean_and_a_band_per_experiment_with_its_seed_count(page, demo_site, picked,
+                                                                                        real_curve):
+    open_comparison(page, demo_site[0], picked)
     page.select_option("#group", "experiment")
     page.wait_for_function("[...document.querySelectorAll('#compare-legend button')].some("
                            "(b) => b.textContent.includes('(n=3)'))")
@@ -123,6 +208,9 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(demo
     fills = page.evaluate(f"{RETURN_CHART}.data.filter((t) => t.fill === 'tonexty').length")
     assert fills == 3
 
+
+def test_grouped_runs_show_a_band_that_follows_the_chosen_statistic(page, demo_site, picked, real_curve):
+    open_comparison(page, demo_site[0], picked, "group=experiment")
     # the band: standard deviation, then min to max
     # summed over every group: each band is a lower trace, then its upper one filled to it
     summed_width = f"""{RETURN_CHART}.data.reduce((sum, trace, i, data) => trace.fill !== 'tonexty' ? sum
@@ -138,7 +226,11 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(demo
     page.wait_for_function(f"Math.abs(({summed_width}) - {std_width!r}) > 1e-6 * Math.abs({std_width!r})")  # redrawn
     assert band_width() > 0 and band_width() != pytest.approx(std_width)
 
-    # smoothing changes the drawn means, the log scale the axis; both stay in the URL across a reload
+
+def test_smoothing_and_log_scale_change_the_charts_and_stay_in_the_url_across_a_reload(page, demo_site, picked,
+                                                                                       real_curve):
+    open_comparison(page, demo_site[0], picked, "group=experiment&band=minmax")
+    set_smoothing(page, 0)
     dqn_mean = f"{RETURN_CHART}.data.find((t) => t.name && t.name.startsWith('DQN lr 1e-3')).y"
     raw = page.evaluate(dqn_mean)
     set_smoothing(page, 0.9)
@@ -152,6 +244,10 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(demo
     assert page.input_value("#smoothing") == "0.9" and page.is_checked("#log-scale")
     page.uncheck("#log-scale")
 
+
+def test_a_threshold_shows_the_steps_each_run_needed_to_reach_it(page, demo_site, picked, real_curve):
+    base, demo_runs = demo_site
+    open_comparison(page, base, picked, GROUPED)
     # the summary: steps each run needed to reach an eval return of 300
     page.fill("#threshold", "300")
     cell = f"#summary-table tr[data-run='{demo_runs[0]}'] td:nth-child(5)"
@@ -159,7 +255,9 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(demo
     assert page.inner_text(cell).replace(",", "").isdigit() or page.inner_text(cell) == "not reached"
     assert "threshold=300" in page.url
 
-    # the shared legend hides a group in every chart, and shows it again
+
+def test_the_shared_legend_hides_a_group_in_every_chart_and_shows_it_again(page, demo_site, picked, real_curve):
+    open_comparison(page, demo_site[0], picked, GROUPED + "&threshold=300")
     names = f"{RETURN_CHART}.data.map((trace) => trace.name || '')"
     page.click("#compare-legend button:has-text('PPO baseline')")
     assert not any(name.startswith("PPO") for name in page.evaluate(names))
@@ -167,23 +265,29 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(demo
     page.click("#compare-legend button:has-text('PPO baseline')")
     assert any(name.startswith("PPO") for name in page.evaluate(names))
 
-    # the hyperparameter diff shows what differs; "show all" shows the rest
+
+def test_the_settings_diff_shows_what_differs_and_show_all_shows_the_rest(page, demo_site, picked, real_curve):
+    open_comparison(page, demo_site[0], picked, GROUPED + "&threshold=300")
     differing = visible_settings(page)
     assert {"algorithm", "seed", "learning_rate"} <= set(differing) and "gamma" not in differing
     page.check("#show-all-settings")
     assert "gamma" in visible_settings(page)
 
-    # CSV export of every value of the compared runs
+
+def test_csv_export_holds_every_value_of_the_compared_runs(page, demo_site, picked, real_curve, tmp_path):
+    open_comparison(page, demo_site[0], picked, GROUPED + "&threshold=300")
     with page.expect_download() as download:
         page.click("#export-csv")
     path = tmp_path / "compare.csv"
     download.value.save_as(path)
     with path.open() as file:
         rows = list(csv.DictReader(file))
-    assert {int(row["run"]) for row in rows} == set(picked)
+    assert {int(row["run"]) for row in rows} == set(picked[0])
     assert {row["key"] for row in rows} >= {"rollout/episode_return", "eval/return_mean", "train/loss"}
 
-    # a chart as SVG, with the legend the page shows once above the charts
+
+def test_a_chart_downloads_as_svg_with_the_legend_shown_above_the_charts(page, demo_site, picked, real_curve):
+    open_comparison(page, demo_site[0], picked, GROUPED + "&threshold=300")
     page.hover(RETURN_CHART_SELECTOR)
     with page.expect_download() as download:
         page.click(f"{RETURN_CHART_SELECTOR} [data-title='Download SVG with legend']")
@@ -191,20 +295,31 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(demo
     svg = Path(download.value.path()).read_text()
     assert svg.startswith("<svg") and "DQN lr 1e-3" in svg
 
-    # the real run ends; the page, still polling, says so, and shows the video it recorded
-    page.wait_for_function(f"document.querySelector('#summary-table tr[data-run=\"{real_run}\"] .status')"
+
+def wait_until_the_real_run_ends(page, run_id: int) -> None:
+    """The page, still polling, says the real run succeeded and no run is live any more."""
+    page.wait_for_function(f"document.querySelector('#summary-table tr[data-run=\"{run_id}\"] .status')"
                            ".textContent === 'succeeded'", timeout=300_000)
     page.wait_for_function("document.getElementById('live-indicator').hidden")
+
+
+def test_when_the_live_run_ends_the_page_says_so_and_shows_the_video_it_recorded(page, demo_site, real_run, picked):
+    open_comparison(page, demo_site[0], picked, GROUPED + "&threshold=300")
+    wait_until_the_real_run_ends(page, real_run[0])
     page.wait_for_selector("#video-grid video")
     assert page.is_hidden("#video-empty")
     assert page.get_attribute("#video-grid video", "src").startswith("/videos/")
     assert page.eval_on_selector("#video-grid video", "video => new Promise((resolve) => { "
                                  "video.onloadedmetadata = () => resolve(video.duration); video.load(); })") > 0
     assert page.locator("#video-grid figure").count() == 1
-    assert page.inner_text("#video-missing") == f"No video from {', '.join(f'#{run}' for run in others)}."
+    assert page.inner_text("#video-missing") == f"No video from {', '.join(f'#{run}' for run in picked[1])}."
 
+
+def test_screenshots_of_the_comparison_at_desktop_and_phone_widths(page, demo_site, real_run, picked):
+    open_comparison(page, demo_site[0], picked, GROUPED + "&threshold=300")
+    wait_until_the_real_run_ends(page, real_run[0])  # the picture shows the finished run and its video
+    page.wait_for_selector("#video-grid video")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.uncheck("#show-all-settings")
     page.mouse.move(0, 0)  # no chart toolbar in the picture (it fades out)
     page.wait_for_function(  # (plotly fades the toolbar's buttons out, not the bar)
         "[...document.querySelectorAll('.modebar-group')].every((group) => getComputedStyle(group).opacity === '0')")
@@ -212,7 +327,3 @@ def test_a_user_compares_runs_from_the_run_list_groups_them_and_exports_csv(demo
     page.set_viewport_size({"width": 390, "height": 844})
     charts_fit(page)  # plotly resizes to the narrow page
     page.screenshot(path=str(SCREENSHOTS / "compare-narrow.png"), full_page=True)
-
-    assert not errors, errors
-    assert not external, f"the page reached outside the site: {external[:3]}"
-    context.close()
