@@ -102,11 +102,15 @@ from trainer.events import Sink
 
 class StopOnSigterm(Sink):  # as the Celery task does (rlweb.experiments.tasks.stop_on_sigterm)
     stop = False
+    trained = False
     def should_stop(self):
         return self.stop
     def emit(self, event):
         if event["kind"] in ("started", "finished"):
             print(event["kind"], event["values"].get("status", ""), flush=True)
+        elif event["step"] > 0 and not self.trained:  # a generation is done: there are weights worth saving
+            self.trained = True
+            print("trained", flush=True)
 
 if __name__ == "__main__":
     sink = StopOnSigterm()
@@ -127,7 +131,9 @@ def test_a_stop_signal_to_the_whole_process_group_ends_the_run_cancelled_with_a_
                                start_new_session=True, cwd=os.getcwd())
     try:
         assert process.stdout.readline().strip() == "started"
-        time.sleep(3)  # the workers are up and evaluating candidates
+        # after a first generation (a run stopped before it trained saves nothing), while the workers evaluate
+        # the next one's candidates
+        assert process.stdout.readline().strip() == "trained"
         children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
         assert len(children) >= 2  # the two candidate workers (and multiprocessing's resource tracker)
         os.killpg(process.pid, signal.SIGTERM)
