@@ -20,7 +20,7 @@ from tests.e2e.stack import REPO, Site
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-CHECKPOINT_INTERVAL = 2_000
+CHECKPOINT_INTERVAL = 2_000  # as often as a run of 2M steps may save (1,000 checkpoints a run at most)
 
 MAKE_RUN = f"""
 from django.contrib.auth import get_user_model
@@ -28,7 +28,7 @@ from rlweb.experiments import lifecycle
 from rlweb.experiments.models import Experiment
 owner = get_user_model().objects.create_user("kill-owner")
 experiment = Experiment.objects.create(
-    owner=owner, name="killed", algorithm="dqn", env_id="CartPole-v1", total_steps=10_000_000, device="cpu",
+    owner=owner, name="killed", algorithm="dqn", env_id="CartPole-v1", total_steps=2_000_000, device="cpu",
     checkpoint_interval={CHECKPOINT_INTERVAL}, eval_interval=0,
     hyperparameters=dict(learning_starts=200, batch_size=32, buffer_size=10_000, train_frequency=4,
                          gradient_steps=1, hidden_layers="32,32"))
