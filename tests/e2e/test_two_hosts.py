@@ -46,7 +46,7 @@ from rlweb.experiments import lifecycle
 from rlweb.experiments.models import Experiment
 experiment = Experiment.objects.create(
     owner=get_user_model().objects.get(username={USERNAME!r}), name="host-b dies", algorithm="dqn",
-    env_id="CartPole-v1", total_steps=20_000, device="host-b", checkpoint_interval=2000, eval_interval=0,
+    env_id="CartPole-v1", total_steps=100_000, device="host-b", checkpoint_interval=2000, eval_interval=0,
     hyperparameters=dict(learning_starts=200, batch_size=32, buffer_size=4000, hidden_layers="32,32"))
 result = [run.pk for run in lifecycle.launch(experiment)][0]
 """
@@ -219,7 +219,9 @@ def test_two_workers_with_their_own_disks_share_redis_postgres_and_a_bucket(tmp_
 
         # host-b dies mid-run (SIGKILL) and comes back with empty disks: it resumes the run from the bucket
         run_id = site.orm(LONG_RUN)
+        # (long enough to be killed mid-run: a run of 20,000 steps once ended before the kill on a quiet machine)
         state = wait_for(site, run_id, lambda state: state["checkpoint"] > 0, hosts)
+        assert state["status"] == "running", state
         os.killpg(workers["host-b"].pid, 9)
         workers["host-b"].wait()
         shutil.rmtree(tmp_path / "host-b")
@@ -233,7 +235,7 @@ def test_two_workers_with_their_own_disks_share_redis_postgres_and_a_bucket(tmp_
         final = next(item for item in final if item["tag"] == "final")
         path = tmp_path / "resumed-final.zip"
         path.write_bytes(session.get(site.url + final["url"], timeout=60).content)
-        assert trainer.load(path).steps_done == 20_000
+        assert trainer.load(path).steps_done == 100_000
         assert files_under(tmp_path / "host-b") == []
 
         # the workers page names both hosts and what they serve
