@@ -6,6 +6,8 @@ import json
 
 import trainer
 from asgiref.sync import async_to_sync
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.test import AsyncClient
 
 PASSWORD = "a long test password 1"
@@ -102,3 +104,15 @@ async def read_sse_async(user, url: str, **headers) -> list[dict]:
     assert messages[-1]["event"] == "end"
     return events_of(messages)
 
+
+
+def migrate(target: tuple[str, str]):
+    """Migrate the test database to `target` (app, migration name); the apps as they were there."""
+    executor = MigrationExecutor(connection)
+    executor.migrate([target])
+    return executor.loader.project_state([target]).apps
+
+
+def migrate_to_latest() -> None:
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())

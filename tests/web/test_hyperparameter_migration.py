@@ -3,8 +3,8 @@ back when it is reversed; the migrated values build the same config as the old o
 
 import pytest
 import trainer
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.web.helpers import migrate, migrate_to_latest
 
 BEFORE = ("experiments", "0006_run_lifecycle")
 AFTER = ("experiments", "0007_hyperparameter_vocabulary")
@@ -27,18 +27,11 @@ NEW = {
 }
 
 
-def migrate(target):
-    executor = MigrationExecutor(connection)
-    executor.migrate([target])
-    return executor.loader.project_state([target]).apps
-
-
 @pytest.fixture
 def at_0006(transactional_db):
     apps = migrate(BEFORE)
     yield apps
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to_latest()
 
 
 def stored(apps) -> dict[str, dict]:

@@ -4,8 +4,8 @@ the migrated values build the same config as the old ones."""
 
 import pytest
 import trainer
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.web.helpers import migrate, migrate_to_latest
 
 BEFORE = ("experiments", "0015_checkpoint_replaced")
 AFTER = ("experiments", "0016_hyperparameter_names")
@@ -35,18 +35,11 @@ NEW_CHANGES = [{"id": "a", "values": {"exploration_final_eps": 0.02}, "requested
                {"id": "b", "values": {"learning_rate": 0.1}, "requested_at": "2026-10-01T00:01:00+00:00"}]
 
 
-def migrate(target):
-    executor = MigrationExecutor(connection)
-    executor.migrate([target])
-    return executor.loader.project_state([target]).apps
-
-
 @pytest.fixture
 def at_0015(transactional_db):
     apps = migrate(BEFORE)
     yield apps
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to_latest()
 
 
 def stored(apps) -> tuple[dict[str, dict], list]:
