@@ -102,7 +102,8 @@ class PolicyGradientAgent(Agent):
 
     network: ActorCritic
     # rollout steps of a categorical policy act through numpy (`numpy_policy`) only where that was measured
-    # to gain at least 10% in whole runs: A2C 1.17x; PPO 1.07x to 1.12x, so not PPO (docs/benchmarks.md)
+    # to gain at least 10% in whole runs: A2C 1.17x (CPU time); PPO 1.07x to 1.12x in CPU time, but 1.15x in
+    # wall time against the code before (b3c25c5, CartPole 50k steps, 3 interleaved rounds) (docs/benchmarks.md)
     numpy_acting = False
 
     def build_normalizers(self, num_envs: int) -> None:

@@ -98,4 +98,4 @@ def test_categorical_rollouts_act_through_numpy_with_the_same_draws_as_torch():
     np.testing.assert_array_equal(ours, theirs)
     assert 0 < ours.mean() < 1
     assert trainer.make("a2c", "Pendulum-v1").numpy_policy is None  # Gaussian policies sample with torch
-    assert trainer.make("ppo", "CartPole-v1").numpy_policy is None  # measured under 10% for PPO: torch
+    assert trainer.make("ppo", "CartPole-v1").numpy_policy is not None  # PPO too (1.15x in whole runs)

@@ -105,6 +105,7 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
 
 class PPO(PolicyGradientAgent):
     name = "ppo"
+    numpy_acting = True  # measured again against b3c25c5: 1.15x in whole CartPole runs (docs/benchmarks.md)
     value_heads = 1
 
     def build(self) -> None:
