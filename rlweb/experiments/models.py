@@ -111,6 +111,9 @@ class Run(models.Model):
     send_failed = models.BooleanField(
         default=False,
         help_text="Queued, but the task queue (Redis) could not be reached: the lost-run reaper sends it again.")
+    dispatched_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When the scheduler sent this queued attempt to a free worker (scheduler.py); None: it waits.")
     worker_host = models.CharField(max_length=200, blank=True)
     worker_node = models.CharField(
         max_length=200, blank=True, help_text="The Celery node name of the worker that claimed it (celery@host).")
@@ -339,6 +342,22 @@ class StorageQuota(models.Model):
 
     def __str__(self):
         return f"{self.user}: {self.megabytes or 'no limit'} MB"
+
+
+class QueueLimit(models.Model):
+    """A user's own cap on runs training at once on one queue, set by the admin: it replaces
+    settings.MAX_RUNNING_PER_USER_PER_QUEUE for them on that queue (scheduler.py)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="queue_limits")
+    queue = models.CharField(max_length=60, help_text="The queue's name: cpu, gpu, or one of RLWEB_QUEUES.")
+    max_running = models.PositiveIntegerField(help_text="Runs of this user training at once on this queue "
+                                                        "(0: no limit).")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "queue"], name="one_queue_limit_per_user_and_queue")]
+
+    def __str__(self):
+        return f"{self.user} on {self.queue}: {self.max_running or 'no limit'}"
 
 
 class MetricBucket(models.Model):
