@@ -6,7 +6,7 @@ The models hold fields and small queries; every change of a run's status is in l
 
 import shutil
 import tempfile
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -176,19 +176,24 @@ class Run(models.Model):
         return self.status in self.RESUMABLE
 
     @staticmethod
+    def heartbeat_deadline() -> datetime:
+        """A running run whose last heartbeat is older than this (`HEARTBEAT_TIMEOUT` seconds ago) went silent."""
+        return timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT)
+
+    @staticmethod
     def silent(prefix: str = "") -> Q:
         """Running runs whose worker has not beaten for `HEARTBEAT_TIMEOUT` seconds (or never): the lost-run reaper
         marks them lost (lifecycle.reap_lost_runs); until it does, pages show them lost. `prefix` names the relation
         from another model (`runs__`)."""
-        deadline = timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT)
+        deadline = Run.heartbeat_deadline()
         return Q(**{f"{prefix}status": Run.Status.RUNNING}) & (
             Q(**{f"{prefix}heartbeat_at__lt": deadline}) | Q(**{f"{prefix}heartbeat_at__isnull": True}))
 
     @property
     def not_responding(self) -> bool:
         """Running, but its worker went silent (`silent`): computed when shown; the reaper writes `lost` later."""
-        deadline = timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT)
-        return self.status == self.Status.RUNNING and (self.heartbeat_at is None or self.heartbeat_at < deadline)
+        return self.status == self.Status.RUNNING and (
+            self.heartbeat_at is None or self.heartbeat_at < Run.heartbeat_deadline())
 
     @property
     def shown_status(self) -> str:
