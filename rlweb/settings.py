@@ -173,6 +173,7 @@ WORKER_TTL_SECONDS = 30  # and the entry of a worker that stopped beating is gon
 TORCH_THREADS = env_int("RLWEB_TORCH_THREADS", 1)
 HEARTBEAT_SECONDS = env_int("RLWEB_HEARTBEAT_SECONDS", 5)  # a thread of the worker, whatever training does
 HEARTBEAT_TIMEOUT = env_int("RLWEB_HEARTBEAT_TIMEOUT", 30)  # reaped every 10 s: a dead worker is seen in < 45 s
+API_RATE_PER_MINUTE = env_int("RLWEB_API_RATE_PER_MINUTE", 600)  # per API token (rlweb/api/throttle.py)
 # read by `trainer` itself from the environment (it never imports Django); shown here for the admin
 ENV_MODULES = env_list("RLWEB_ENV_MODULES", "")
 MAX_RUN_MEMORY_MB = env_int("RLWEB_MAX_RUN_MEMORY_MB", 0)
@@ -188,6 +189,7 @@ INSTALLED_APPS = [
     "rlweb.accounts",
     "rlweb.experiments",
     "rlweb.sweeps",
+    "rlweb.api",
 ]
 
 MIDDLEWARE = [

@@ -1,9 +1,12 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from rlweb.api.api import urls as api_urls
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("rlweb.accounts.urls")),
     path("", include("rlweb.experiments.urls")),
     path("sweeps/", include("rlweb.sweeps.urls")),
+    path("api/", api_urls()),
 ]
