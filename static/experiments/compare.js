@@ -2,9 +2,10 @@
 // with a band; smoothing, x axis and log scale; a summary table; videos at the nearest matching steps.
 //
 // The curves, group means and bands come from compare-data, downsampled and aggregated on the server.
-// While a run is still training the page asks again every few seconds: one request for all the runs, where
-// one SSE stream per run would need more connections than a browser opens to one site (six over HTTP/1.1),
-// and the group means stay the server's, with no second aggregation written in JavaScript.
+// While a run is still training, one push stream for all the runs shown (/compare/stream) says when any of
+// them reports, and the page then fetches compare-data again: no polling (only a failed request is retried).
+// One stream, where one per run would need more connections than a browser opens to one site (six over
+// HTTP/1.1); and the group means stay the server's, with no second aggregation written in JavaScript.
 import {retryDelay} from "./lib/retry.js";
 import {flatRange, smooth} from "./lib/smoothing.js";
 
