@@ -42,6 +42,16 @@ def status_of(url: str) -> int | None:
         return None
 
 
+def wait_until(condition, seconds: float, what: str, context=lambda: "", interval: float = 0.2):
+    """Call `condition` every `interval` seconds until it returns something true, and return that. After `seconds`,
+    fail with `what` did not happen and `context()`: what to show of the state (a log's end, a run's row)."""
+    deadline = time.monotonic() + seconds
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"{what} within {seconds} s\n{context()}"
+        time.sleep(interval)
+    return value
+
+
 @dataclass
 class Site:
     url: str

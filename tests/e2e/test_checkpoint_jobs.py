@@ -7,12 +7,11 @@ run-checkpoint-job-cancel.png."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from tests.e2e.stack import SCREENSHOTS, launch_experiment, sign_up
+from tests.e2e.stack import SCREENSHOTS, launch_experiment, sign_up, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -27,13 +26,6 @@ def job_rows(page) -> list[dict]:
         status: item.dataset.status, checkpoint: item.querySelector(".job-checkpoint").textContent.trim(),
         job: item.querySelector(".job-kind").textContent.trim(),
         result: item.querySelector(".job-result").textContent.trim()}))""")
-
-
-def wait_until(condition, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} within {seconds} s"
-        time.sleep(0.2)
 
 
 def test_a_checkpoint_is_evaluated_and_filmed_from_the_run_page(site, browser):
@@ -140,7 +132,8 @@ def test_a_job_waiting_behind_its_training_run_is_cancelled_from_the_page(site_s
                            timeout=120_000)
     worker_log = site_stack.var / "worker.log"
     wait_until(lambda: len(re.findall(r"Discarding revoked task: rlweb\.checkpoint_job|is not queued any more: skipping",
-                                      worker_log.read_text())) >= 2, 120, "the worker did not skip both jobs' messages")
+                                      worker_log.read_text())) >= 2, 120, "the worker did not skip both jobs' messages",
+               lambda: worker_log.read_text()[-4000:])
     page.reload()
     assert [row["status"] for row in job_rows(page)] == ["cancelled", "cancelled"]
     assert not errors

@@ -4,12 +4,10 @@ starts once a worker for its queue appears (Celery delivers the waiting message 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.conftest import RedisServer
-from tests.e2e.stack import Site
+from tests.e2e.stack import Site, wait_until
 from tests.e2e.test_worker_kill import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -47,7 +45,7 @@ def test_a_run_waits_with_a_notice_until_a_worker_for_its_queue_starts(tmp_path)
         run_id = site.orm(MAKE_RUN)
         stack.start("cpu-worker", "worker", "--pool", "solo", "-Q", "cpu", "-n", "cpu@%h", "--without-gossip",
                     "--without-mingle")
-        page = wait_for(site, run_id, lambda page: page["workers"], seconds=120)
+        page = page_once(site, run_id, lambda page: page["workers"], seconds=120)
         assert page["notice"] and page["place"], page  # a worker is up, but none serves a100
         assert stack.run_row(run_id)["status"] == "queued"
 
@@ -63,11 +61,10 @@ def test_a_run_waits_with_a_notice_until_a_worker_for_its_queue_starts(tmp_path)
         redis_server.remove()
 
 
-def wait_for(site: Site, run_id: int, condition, seconds: float) -> dict:
-    deadline = time.monotonic() + seconds
-    while True:
+def page_once(site: Site, run_id: int, condition, seconds: float) -> dict:
+    """What the run's page says (RUN_PAGE) once `condition` holds for it."""
+    def reached():
         page = site.orm(RUN_PAGE.format(run_id=run_id))
-        if condition(page):
-            return page
-        assert time.monotonic() < deadline, page
-        time.sleep(1)
+        return page if condition(page) else None
+    return wait_until(reached, seconds, f"the page of run {run_id} did not say so", interval=1,
+                      context=lambda: site.orm(RUN_PAGE.format(run_id=run_id)))

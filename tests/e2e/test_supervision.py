@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.stack import running_site, status_of
+from tests.e2e.stack import running_site, status_of, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -100,17 +100,14 @@ def log_of(var: Path) -> str:
     return (var / "devserver.log").read_text()
 
 
-def wait_for(condition, seconds: float, what: str, var: Path):
-    deadline = time.monotonic() + seconds
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"{what} within {seconds} s; the log ends:\n{log_of(var)[-4000:]}"
-        time.sleep(0.1)
-    return value
+def log_end(var: Path):
+    """What a failed wait shows (wait_until's `context`): the end of the devserver's log."""
+    return lambda: f"the log ends:\n{log_of(var)[-4000:]}"
 
 
 def supervising(var: Path) -> None:
     """Wait until the devserver has seen the site answer: from then on it restarts what dies."""
-    wait_for(lambda: "rlweb is running at" in log_of(var), 60, "the devserver did not say it is running", var)
+    wait_until(lambda: "rlweb is running at" in log_of(var), 60, "the devserver did not say it is running", log_end(var))
 
 
 def finished(site, run_id: int) -> dict:
@@ -118,7 +115,7 @@ def finished(site, run_id: int) -> dict:
     def ended():
         state = site.orm(RUN_STATE.format(run_id=run_id))
         return state if state["status"] not in ("queued", "running") else None
-    return wait_for(ended, 240, f"run {run_id} did not end", site.var)
+    return wait_until(ended, 240, f"run {run_id} did not end", log_end(site.var))
 
 
 def redis(var: Path, command: bytes) -> bytes | None:
@@ -163,19 +160,19 @@ def test_a_worker_killed_with_sigkill_is_started_again_and_trains_the_next_run_w
 
 def test_redis_killed_with_sigkill_under_a_training_run_comes_back_with_its_data_and_nothing_else_restarts(site):
     run_id = site.orm(QUEUE_RUN.format(steps=10_000_000))  # trains until it is cancelled below
-    wait_for(lambda: (state := site.orm(RUN_STATE.format(run_id=run_id)))["status"] == "running"
-             and state["steps_done"] > 0, 180, "the long run did not start training", site.var)
+    wait_until(lambda: (state := site.orm(RUN_STATE.format(run_id=run_id)))["status"] == "running"
+               and state["steps_done"] > 0, 180, "the long run did not start training", log_end(site.var))
     worker, web, server = pid_of(site.var, "worker"), pid_of(site.var, "uvicorn"), pid_of(site.var, "redis-server")
     assert redis(site.var, b"SET written-before-the-kill yes") == b"+OK\r\n"
     # in the append-only file (the write a SIGKILL cannot undo; the disk's fsync every second is for power cuts)
-    wait_for(lambda: any(b"written-before-the-kill" in path.read_bytes()
-                         for path in (site.var / "redis").rglob("*.aof*") if path.is_file()),
-             30, "the key did not reach the append-only file", site.var)
+    wait_until(lambda: any(b"written-before-the-kill" in path.read_bytes()
+                           for path in (site.var / "redis").rglob("*.aof*") if path.is_file()),
+               30, "the key did not reach the append-only file", log_end(site.var))
     killed = time.monotonic()
     os.kill(server, signal.SIGKILL)
     assert status_of(site.url + "/login/") == 200  # a page that does not need Redis answers during the outage
-    wait_for(lambda: redis(site.var, b"PING") == b"+PONG\r\n", 60, "Redis did not answer on its socket again",
-             site.var)
+    wait_until(lambda: redis(site.var, b"PING") == b"+PONG\r\n", 60, "Redis did not answer on its socket again",
+               log_end(site.var))
     print(f"SIGKILL of Redis to Redis answering again: {time.monotonic() - killed:.1f} s")
     assert "Redis was killed by SIGKILL after" in log_of(site.var)
     assert redis(site.var, b"GET written-before-the-kill") == b"$3\r\nyes\r\n"  # with its data
@@ -200,8 +197,8 @@ def test_redis_killed_with_sigkill_under_a_training_run_comes_back_with_its_data
     page = browser.open(f"{site.url}/runs/{run_id}/", timeout=60).read().decode()
     token = re.search(r'id="cancel-form".*?name="csrfmiddlewaretoken" value="([^"]+)"', page, re.S).group(1)
     browser.open(f"{site.url}/runs/{run_id}/cancel/", data=f"csrfmiddlewaretoken={token}".encode(), timeout=60)
-    wait_for(lambda: site.orm(RUN_STATE.format(run_id=run_id))["status"] == "cancelled", 60,
-             "the long run was not cancelled", site.var)
+    wait_until(lambda: site.orm(RUN_STATE.format(run_id=run_id))["status"] == "cancelled", 60,
+               "the long run was not cancelled", log_end(site.var))
     next_run = site.orm(QUEUE_RUN.format(steps=1_000))
     state = finished(site, next_run)
     assert state["status"] == "succeeded", state
@@ -229,8 +226,8 @@ def test_a_child_that_keeps_dying_is_reported_plainly_and_ctrl_c_still_stops_eve
                         os.kill(pid, signal.SIGKILL)
                     time.sleep(0.05)
             squatter.listen()
-            wait_for(lambda: "the web server keeps dying" in log_of(tmp_path), 240,
-                     "no 'keeps dying' message", tmp_path)
+            wait_until(lambda: "the web server keeps dying" in log_of(tmp_path), 240,
+                       "no 'keeps dying' message", log_end(tmp_path))
             line = next(line for line in log_of(tmp_path).splitlines() if "the web server keeps dying" in line)
             assert f"read {tmp_path / 'web.log'} for why" in line, line
             assert "rlweb goes on trying, waiting up to 30 s; Ctrl-C stops everything" in line, line
@@ -238,6 +235,6 @@ def test_a_child_that_keeps_dying_is_reported_plainly_and_ctrl_c_still_stops_eve
             assert "address already in use" in (tmp_path / "web.log").read_text().lower()
             assert all(alive(pid) for pid in others)  # the rest stayed up
             os.kill(supervisor, signal.SIGINT)  # Ctrl-C while the web server waits for its next start
-            wait_for(lambda: not alive(supervisor), 60, "Ctrl-C did not stop the devserver", tmp_path)
+            wait_until(lambda: not alive(supervisor), 60, "Ctrl-C did not stop the devserver", log_end(tmp_path))
     assert not any(alive(pid) for pid in others)
     assert "rlweb: stopping" in log_of(tmp_path)

@@ -20,7 +20,7 @@ import requests
 import trainer
 
 from tests.conftest import RedisServer
-from tests.e2e.stack import REPO, Site, free_port, status_of
+from tests.e2e.stack import REPO, Site, free_port, status_of, wait_until
 from tests.web.s3 import MotoServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -220,13 +220,13 @@ def test_two_workers_with_their_own_disks_share_redis_postgres_and_a_bucket(tmp_
         # host-b dies mid-run (SIGKILL) and comes back with empty disks: it resumes the run from the bucket
         run_id = site.orm(LONG_RUN)
         # (long enough to be killed mid-run: a run of 20,000 steps once ended before the kill on a quiet machine)
-        state = wait_for(site, run_id, lambda state: state["checkpoint"] > 0, hosts)
+        state = state_once(site, run_id, lambda state: state["checkpoint"] > 0, hosts)
         assert state["status"] == "running", state
         os.killpg(workers["host-b"].pid, 9)
         workers["host-b"].wait()
         shutil.rmtree(tmp_path / "host-b")
         workers["host-b"] = hosts.worker("host-b", "host-b")  # the same name: it reclaims its run at once
-        state = wait_for(site, run_id, lambda state: state["status"] in ("succeeded", "failed"), hosts)
+        state = state_once(site, run_id, lambda state: state["status"] in ("succeeded", "failed"), hosts)
         assert state["status"] == "succeeded" and state["attempts"] == 2, (state, hosts.logs())
         assert 0 < state["start_step"] and state["start_step"] % 2000 == 0, state
         print(f"run {run_id}: host-b killed after its checkpoint at step {state['start_step']}, resumed from it on "
@@ -250,11 +250,10 @@ def test_two_workers_with_their_own_disks_share_redis_postgres_and_a_bucket(tmp_
         drop_database(database)
 
 
-def wait_for(site: Site, run_id: int, condition, hosts: Hosts, seconds: float = 300) -> dict:
-    deadline = time.monotonic() + seconds
-    while True:
+def state_once(site: Site, run_id: int, condition, hosts: Hosts, seconds: float = 300) -> dict:
+    """The run's state (RUN_STATE) once `condition` holds for it."""
+    def reached():
         state = site.orm(RUN_STATE.format(run_id=run_id))
-        if condition(state):
-            return state
-        assert time.monotonic() < deadline, (state, hosts.logs())
-        time.sleep(0.5)
+        return state if condition(state) else None
+    return wait_until(reached, seconds, f"run {run_id} did not get there", interval=0.5,
+                      context=lambda: f"{site.orm(RUN_STATE.format(run_id=run_id))}\n{hosts.logs()}")
