@@ -9,4 +9,5 @@ urlpatterns = [
     path("", include("rlweb.experiments.urls")),
     path("sweeps/", include("rlweb.sweeps.urls")),
     path("api/", api_urls()),
+    path("account/tokens/", include("rlweb.api.urls")),
 ]

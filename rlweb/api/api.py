@@ -36,6 +36,12 @@ def me(request):
     return {"id": request.auth.pk, "username": request.auth.get_username(), "token": token.name if token else None}
 
 
+api.add_router("/", "rlweb.api.experiments.router")
+api.add_router("/", "rlweb.api.runs.router")
+api.add_router("/", "rlweb.api.sweeps.router")
+api.add_router("/", "rlweb.api.workers.router")
+
+
 def urls():
     """The API's URL patterns, exempt from the site's LoginRequiredMiddleware: the API answers 401 itself."""
     patterns, app_name, namespace = api.urls
