@@ -16,7 +16,8 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"rlweb", "trainer", "benchmarks", "tests", "__future__"}
+# rlweb_client: the logging client in client/, a package of its own that needs only the standard library
+OURS = {"rlweb", "trainer", "benchmarks", "tests", "rlweb_client", "__future__"}
 # stable-baselines3 is what the benchmarks compare with, installed by `make bench` (the bench extra)
 EXTRAS_OF = {"rlweb": [], "trainer": [], "tests": ["test"], "benchmarks": ["test", "bench"]}
 

@@ -1,0 +1,5 @@
+import sys
+
+from rlweb_client.sync import main
+
+sys.exit(main())

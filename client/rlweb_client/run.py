@@ -1,0 +1,399 @@
+"""A run logged from a script. `log()` only appends a point to a queue in memory and returns; a background thread
+sends the queue in order, in batches, retrying with exponential back-off while the server does not answer. Each
+point carries a sequence number (1, 2, ...) and the server stores each one once, so a batch sent again after a lost
+answer doubles nothing. When the server stays unreachable longer than `offline_after` seconds (or at `init`), the
+run goes on in an offline file that `python -m rlweb_client sync DIR` uploads later."""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import itertools
+import json
+import os
+import random
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import uuid
+from typing import Any, Mapping, Optional
+from urllib.parse import urljoin
+
+from rlweb_client.offline import OfflineFile
+from rlweb_client.transport import Api, Refused, Unreachable
+
+VERSION = "0.1.0"
+STATUSES = ("succeeded", "failed", "cancelled")
+DROP_NOTES = 10  # values the server dropped (NaN, a bad name) are reported on stderr up to this many times
+
+
+class Run:
+    """Made by `rlweb_client.init(...)`. `url` is the run's page (None while it exists only offline), `id` its id
+    on the server, `pending` what waits to be sent, `offline_path` the offline file once there is one."""
+
+    def __init__(self, api: Api, experiment: str, config: dict, name: Optional[str], offline_dir: str,
+                 offline_after: float, retry_delay: float, max_retry_delay: float, max_pending: int,
+                 batch_size: int, flush_interval: float):
+        self.api = api
+        self.offline_dir = offline_dir
+        self.offline_after = offline_after
+        self.retry_delay = retry_delay
+        self.max_retry_delay = max_retry_delay
+        self.max_pending = max_pending
+        self.batch_size = batch_size
+        self.flush_interval = flush_interval
+        self.id: Optional[int] = None
+        self.url: Optional[str] = None
+        self.local_id = uuid.uuid4().hex
+        self.started = time.monotonic()
+        self.init_body = {"experiment": experiment, **({"name": name} if name is not None else {}),
+                          "config": config, "host": socket.gethostname(), "command": shlex.join(sys.argv),
+                          "git_commit": git_commit(), "client_version": VERSION}
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._file_lock = threading.Lock()  # taken before `_lock`: writes to the offline file keep the queue's order
+        self._queue: collections.deque = collections.deque()  # ("points", point) | ("file", op) | ("finish", body)
+        self._seq = 0
+        self._step = -1
+        self._batch_limit = batch_size  # halved while the server answers 413 to a batch
+        self._offline: Optional[OfflineFile] = None
+        self._overflow = False
+        self._closing = False
+        self._failing_since: Optional[float] = None
+        self._attempt = 0
+        self._reported: set = set()
+        self._drop_notes = 0
+        self._create()
+        self._thread = threading.Thread(target=self._send_loop, name="rlweb-client", daemon=True)
+        self._thread.start()
+        atexit.register(self._at_exit)
+
+    # --- what the script calls
+
+    def log(self, values: Mapping[str, Any], step: Optional[int] = None) -> None:
+        """Queue one point: `values` by metric name, at env step `step` (default: the last step + 1)."""
+        numbers = {}
+        for name, value in values.items():
+            number = as_number(value)
+            if number is None:
+                self._report(("not a number", name), f"{name!r} = {value!r} is not a number; it is not logged")
+            else:
+                numbers[str(name)] = number
+        with self._lock:
+            if self._closing:
+                self._report("closed", "log() after finish() is ignored")
+                return
+            step = self._step + 1 if step is None else int(step)
+            if step < 0:
+                raise ValueError(f"step must be 0 or more, not {step}")
+            self._step = step
+            self._seq += 1
+            self._queue.append(("points", {"seq": self._seq, "step": step,
+                                           "time": round(time.monotonic() - self.started, 3), "values": numbers}))
+            if len(self._queue) == 1 or len(self._queue) % self.batch_size == 0:
+                self._wake.notify()
+            if len(self._queue) > self.max_pending and self._offline is None and not self._overflow:
+                self._overflow = True
+                self._wake.notify()
+
+    def log_video(self, path, step: int) -> None:
+        """Upload an episode video (mp4, webm or gif) shown at env step `step`. The file is read in the background:
+        keep it until finish()."""
+        self._log_file("video", path, step)
+
+    def log_checkpoint(self, path, step: int) -> None:
+        """Upload a checkpoint file saved at env step `step`, read in the background: keep it until finish()."""
+        self._log_file("checkpoint", path, step)
+
+    def finish(self, status: str = "succeeded", error: Optional[str] = None, timeout: float = 60.0) -> None:
+        """End the run: send what is queued, waiting at most `timeout` seconds; what is not sent by then goes to
+        the offline file. Never raises for the network; a second call does nothing."""
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+            body = {"status": status, "last_seq": self._seq, **({"error": str(error)[-10000:]} if error else {})}
+            self._queue.append(("finish", body))
+            self._wake.notify_all()
+        atexit.unregister(self._at_exit)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._go_offline(f"finish() could not send everything to {self.api.site} within {timeout:g} s")
+
+    @property
+    def pending(self) -> int:
+        """Points, files and the finish that wait to be sent (0 once they are in the offline file)."""
+        with self._lock:
+            return len(self._queue)
+
+    @property
+    def offline_path(self):
+        return self._offline.path if self._offline else None
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, kind, error, trace) -> bool:
+        if error is None:
+            self.finish()
+        elif isinstance(error, KeyboardInterrupt):
+            self.finish("cancelled", "KeyboardInterrupt")
+        else:
+            self.finish("failed", "".join(traceback.format_exception(kind, error, trace)))
+        return False
+
+    # --- the background thread
+
+    def _send_loop(self) -> None:
+        while True:
+            with self._wake:
+                self._wait_for_work()
+                done = self._closing and not self._queue
+                items = None if self._offline or done else self._first_items()
+            if items is None:
+                self._spill()
+                if done or self._closing and self._offline:
+                    return
+                continue
+            self._deliver(items)
+
+    def _wait_for_work(self) -> None:
+        """(With the lock.) Until something is queued, then until a batch is full or `flush_interval` passed."""
+        while not self._queue and not self._closing:
+            self._wake.wait()
+        deadline = time.monotonic() + self.flush_interval
+        while (len(self._queue) < self._batch_limit and not self._closing and not self._overflow
+               and deadline > time.monotonic()):
+            self._wake.wait(deadline - time.monotonic())
+        if self._overflow and not self._offline:
+            self._go_offline_locked(f"more than {self.max_pending} points wait to be sent")
+
+    def _first_items(self) -> list:
+        """(With the lock.) The points at the front of the queue, up to a batch, or its first file or finish."""
+        if self._queue[0][0] != "points":
+            return [self._queue[0]]
+        front = itertools.takewhile(lambda item: item[0] == "points", self._queue)
+        return list(itertools.islice(front, self._batch_limit))
+
+    def _deliver(self, items: list) -> None:
+        """Send `items` until the server takes them, refuses them, or the run goes offline."""
+        kind, payload = items[0]
+        while True:
+            try:
+                if kind == "points":
+                    answer = self.api.post(f"/logged-runs/{self.id}/points", {"points": [item[1] for item in items]})
+                    self._note_dropped(answer)
+                elif kind == "file":
+                    self.api.post_file(f"/logged-runs/{self.id}/files",
+                                       {"kind": payload["kind"], "step": payload["step"]}, payload["path"])
+                else:
+                    self.api.post(f"/logged-runs/{self.id}/finish", payload)
+            except Unreachable as error:
+                if self._wait_to_retry(error):
+                    continue
+                return
+            except Refused as error:
+                self._refused(items, error)
+                return
+            except OSError as error:  # the file to upload is gone
+                self._report(("file", payload["path"]), f"cannot read {payload['path']} ({error}); not uploaded")
+            self._taken(items)
+            return
+
+    def _taken(self, items: list) -> None:
+        with self._lock:
+            self._failing_since = None
+            self._attempt = 0
+            if not self._offline:  # else finish() moved them to the offline file already
+                for _ in items:
+                    self._queue.popleft()
+
+    def _wait_to_retry(self, error: Unreachable) -> bool:
+        """Wait the next back-off delay (exponential, with jitter, capped); False once the run went offline."""
+        with self._wake:
+            now = time.monotonic()
+            if self._failing_since is None:
+                self._failing_since = now
+                self._report("unreachable", f"{self.api.site} does not answer ({error}); retrying, the points wait "
+                                            f"in memory (at most {self.offline_after:g} s, then in a file)")
+            if self._offline:
+                return False
+            if now - self._failing_since >= self.offline_after:
+                self._go_offline_locked(f"cannot reach {self.api.site} for {now - self._failing_since:.0f} s "
+                                        f"({error})")
+                return False
+            delay = min(self.max_retry_delay, self.retry_delay * 2 ** self._attempt)
+            delay = delay / 2 + random.uniform(0, delay / 2)
+            if error.retry_after is not None:
+                delay = min(max(delay, error.retry_after), self.max_retry_delay)
+            self._attempt += 1
+            until = now + min(delay, self._failing_since + self.offline_after - now)
+            while not self._offline and not self._overflow and until > time.monotonic():
+                self._wake.wait(until - time.monotonic())
+            if self._overflow and not self._offline:
+                self._go_offline_locked(f"more than {self.max_pending} points wait to be sent")
+            return not self._offline
+
+    def _refused(self, items: list, error: Refused) -> None:
+        kind, payload = items[0]
+        if error.status == 413 and kind == "points" and len(items) > 1:
+            with self._lock:
+                self._batch_limit = max(1, len(items) // 2)
+            return
+        if error.status in (400, 413, 422) and kind != "finish":
+            what = f"{len(items)} points from seq {payload['seq']}" if kind == "points" else payload["path"]
+            self._report(("refused", kind, error.status), f"the server refused {what}: {error}; dropped")
+            self._taken(items)
+            return
+        self._go_offline(f"the server refused this run's {kind} ({error})")
+
+    def _note_dropped(self, answer: Any) -> None:
+        for drop in (answer.get("dropped") or []) if isinstance(answer, dict) else []:
+            self._drop_notes += 1
+            if self._drop_notes <= DROP_NOTES:
+                print(f"rlweb: the server dropped a value of point {drop.get('seq')}: {drop.get('reason')}",
+                      file=sys.stderr)
+            if self._drop_notes == DROP_NOTES:
+                print("rlweb: further dropped values are not reported", file=sys.stderr)
+
+    # --- offline
+
+    def _create(self) -> None:
+        """Create the run on the server (three tries), else start it offline."""
+        problem = None
+        for attempt in range(3):
+            try:
+                answer = self.api.post("/logged-runs", self.init_body)
+                self.id = int(answer["id"])
+                self.url = urljoin(self.api.site, str(answer.get("url") or ""))
+                return
+            except Unreachable as error:
+                problem = error
+                if attempt < 2:
+                    time.sleep(self.retry_delay * 2 ** attempt)
+            except (Refused, KeyError, TypeError, ValueError) as error:
+                problem = error
+                break
+        self._go_offline(f"could not start the run at {self.api.site} ({problem})")
+
+    def _go_offline(self, reason: str) -> None:
+        with self._lock:
+            self._go_offline_locked(reason)
+        self._spill()
+
+    def _go_offline_locked(self, reason: str) -> None:
+        """(With the lock.) Open the offline file with the run's init; the queue follows through `_spill`."""
+        if self._offline:
+            return
+        try:
+            offline = OfflineFile(self.offline_dir, self.local_id)
+            offline.write({"op": "init", **self.init_body, "local_id": self.local_id, "server": self.api.site})
+            if self.id is not None:
+                offline.write({"op": "synced", "run_id": self.id})
+        except OSError as error:
+            self._report("no offline file", f"{reason}; cannot write the offline file in {self.offline_dir} "
+                                            f"({error}): the points wait in memory")
+            return
+        self._offline = offline
+        self._wake.notify_all()
+        self._report("offline", f"{reason}; this run goes on in {offline.path}: upload it later with "
+                                f"`python -m rlweb_client sync {shlex.quote(str(offline.folder))}`")
+
+    def _spill(self) -> None:
+        """Move everything queued to the offline file, in order (nothing while there is none)."""
+        with self._file_lock:
+            with self._lock:
+                if not self._offline:
+                    return
+                items = list(self._queue)
+                self._queue.clear()
+            points = []
+            for kind, payload in items + [("end", None)]:
+                if kind != "points" and points:
+                    self._offline.write_points(points)
+                    points = []
+                if kind == "points":
+                    points.append(payload)
+                elif kind == "file":
+                    self._offline.write_file(payload["kind"], payload["step"], payload["path"])
+                elif kind == "finish":
+                    self._offline.write({"op": "finish", **payload})
+
+    # --- helpers
+
+    def _log_file(self, kind: str, path, step: int) -> None:
+        path = os.path.abspath(os.fspath(path))
+        if not os.path.isfile(path):
+            self._report(("file", path), f"no file at {path}; not uploaded")
+            return
+        with self._lock:
+            if self._closing:
+                self._report("closed", "log() after finish() is ignored")
+                return
+            self._queue.append(("file", {"kind": kind, "step": int(step), "path": path}))
+            self._wake.notify()
+
+    def _report(self, key, message: str) -> None:
+        """Say `message` on stderr, once per `key`."""
+        if key not in self._reported:
+            self._reported.add(key)
+            print(f"rlweb: {message}", file=sys.stderr)
+
+    def _at_exit(self) -> None:
+        """The script ends without finish(): an uncaught exception (sys.last_value) fails the run."""
+        error = getattr(sys, "last_value", None)
+        if error is None:
+            self.finish()
+        elif isinstance(error, KeyboardInterrupt):
+            self.finish("cancelled", "KeyboardInterrupt")
+        else:
+            self.finish("failed", "".join(traceback.format_exception(type(error), error, error.__traceback__)))
+
+
+def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Optional[str] = None,
+         config: Any = None, name: Optional[str] = None, offline_dir: Optional[str] = None, *,
+         offline_after: float = 60.0, retry_delay: float = 0.5, max_retry_delay: float = 30.0,
+         max_pending: int = 1_000_000, batch_size: int = 1000, flush_interval: float = 0.5) -> Run:
+    """Start a run of `experiment` on the rlweb site at `url` (default: $RLWEB_URL) with an API token (default:
+    $RLWEB_TOKEN). `config` is a JSON object (a dict, or an argparse Namespace). Without a server answer the run
+    goes on in a file in `offline_dir` (default ./rlweb-offline). `offline_after`: seconds of outage before that;
+    `retry_delay` and `max_retry_delay`: the first and the longest back-off between tries."""
+    url = url or os.environ.get("RLWEB_URL")
+    token = token or os.environ.get("RLWEB_TOKEN")
+    if not url or not token:
+        raise ValueError("rlweb_client.init needs the site's url and an API token (or RLWEB_URL and RLWEB_TOKEN)")
+    if not experiment:
+        raise ValueError("rlweb_client.init needs an experiment name")
+    if config is not None and not isinstance(config, Mapping):
+        config = vars(config)
+    config = json.loads(json.dumps(dict(config or {}), default=str))
+    api = Api(url, token, user_agent=f"rlweb-client/{VERSION}")
+    return Run(api, experiment, config, name, offline_dir or os.path.join(os.getcwd(), "rlweb-offline"),
+               offline_after, retry_delay, max_retry_delay, max_pending, batch_size, flush_interval)
+
+
+def as_number(value: Any):
+    """`value` as a JSON number (numpy and torch scalars included), or None."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def git_commit() -> str:
+    """The commit checked out in the current folder, or "" outside a git repository or without git."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
