@@ -9,12 +9,12 @@
 
 import operator
 
-from trainer import algorithms  # noqa: F401  (each algorithm module registers itself in trainer.registry)
 from trainer import presets  # noqa: F401  (trainer.presets.find, listing)
 from trainer.checkpoint import CheckpointError, load_checkpoint as load
 from trainer.params import ConfigError, canonical_names
 from trainer.presets import resolve as resolve_preset
-from trainer.registry import algorithm_names, algorithms_by_family, get_spec, validate
+from trainer.registry import (algorithm_names, algorithms_by_family, broken_algorithms, get_spec, missing_plugin,
+                              origin, validate)
 from trainer.runner import TrainingError
 from trainer.version import __version__
 
@@ -24,6 +24,10 @@ def make(algorithm: str, env_id: str, seed: int = 0, device: str = "auto", prese
     """An untrained agent; hyperparameters are checked against the algorithm's schema first. `preset="auto"`
     starts from the settings tuned for this environment (trainer/presets.py), or a preset's name from
     `trainer.presets.listing(algorithm)`; the hyperparameters given go on top. None: the plain defaults."""
+    required = hyperparameters.pop("plugin", None)  # the package a plugin's run was made with (trainer.validate)
+    problem = missing_plugin(algorithm, required) if required else None
+    if problem:  # fails at once, naming the package, instead of training something else
+        raise TrainingError(f"This worker cannot train the run: {problem}.")
     spec = get_spec(algorithm)
     chosen = resolve_preset(algorithm, env_id, preset)
     if chosen is not None:
@@ -41,5 +45,6 @@ def make(algorithm: str, env_id: str, seed: int = 0, device: str = "auto", prese
     return agent
 
 
-__all__ = ["make", "load", "validate", "algorithm_names", "algorithms_by_family", "get_spec", "ConfigError",
+__all__ = ["make", "load", "validate", "algorithm_names", "algorithms_by_family", "get_spec", "origin",
+           "broken_algorithms", "ConfigError",
            "CheckpointError", "TrainingError"]

@@ -15,7 +15,7 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from trainer.envs import check_env_id, space_from_json, space_to_json
-from trainer.registry import get_spec
+from trainer.registry import get_spec, missing_plugin, requirement
 from trainer.resources import check_memory
 from trainer.version import __version__
 
@@ -52,6 +52,7 @@ def save_checkpoint(agent, path: str | Path) -> Path:
         "format_version": FORMAT_VERSION,
         "library_version": __version__,
         "algorithm": agent.name,
+        "plugin": requirement(agent.name),  # "package version" of a plugin's algorithm; None: one of ours
         "env_id": agent.env_id,
         "hyperparameters": agent.hyperparameters(),
         "seed": agent.seed,
@@ -278,6 +279,10 @@ def load_checkpoint(path: str | Path, device: str = "auto", into=None):
     """
     with open_archive(path) as archive:
         config = read_config(archive)
+        if isinstance(config.get("plugin"), str):  # refused by name before anything of the plugin's is used
+            problem = missing_plugin(config["algorithm"], config["plugin"], exact=False)
+            if problem:
+                raise CheckpointError(f"this checkpoint cannot be loaded: {problem}")
         spec = get_spec(config["algorithm"])
         check_env_id(config["env_id"])
         hyperparameters = spec.build_config(config["hyperparameters"])

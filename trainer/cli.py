@@ -17,7 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer", description="rlweb's RL trainer")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    list_parser = commands.add_parser("list", help="print the algorithm names, one per line")
+    list_parser = commands.add_parser("list", help="print the algorithms, one per line, each with the package (and "
+                                                         "version) it comes from; broken plugins last, with their error")
     list_parser.add_argument("--params", metavar="ALGO", help="print that algorithm's hyperparameters instead")
 
     train = commands.add_parser("train", help="train an agent and write DIR/final.zip",
@@ -126,8 +127,13 @@ def _list(args) -> int:
     if args.params:
         print("\n".join(param_lines(args.params)))
         return 0
-    for name in trainer.algorithm_names():
-        print(name)
+    names = trainer.algorithm_names()
+    broken = trainer.broken_algorithms()
+    width = max(map(len, names + [algorithm.name for algorithm in broken]))
+    for name in names:  # where each comes from: rlweb's own, or the plugin package that declares it
+        print(f"{name:<{width}}  {trainer.origin(name)}")
+    for algorithm in broken:
+        print(f"{algorithm.name:<{width}}  {algorithm.origin}  BROKEN: {algorithm.error}")
     return 0
 
 

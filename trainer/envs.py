@@ -20,13 +20,38 @@ from trainer.params import ConfigError
 
 @functools.cache
 def _register_atari() -> None:
-    """Register the ALE ids and rlweb's own envs (once)."""
+    """Register the ALE ids, rlweb's own envs and the installed packages' envs (once)."""
     gym.register("rlweb/CartPoleNoVelocity-v1", entry_point=cartpole_without_velocity, reward_threshold=475.0)
+    register_env_plugins()
     try:
         import ale_py
     except ImportError:  # Atari is optional: the wheel may be missing on exotic platforms
         return
     gym.register_envs(ale_py)
+
+
+ENV_ENTRY_POINT_GROUP = "gymnasium.envs"
+BROKEN_ENV_PLUGINS: dict[str, str] = {}  # "package: entry point" -> the error its registration raised
+
+
+def register_env_plugins() -> None:
+    """Run the registration of every installed package's `gymnasium.envs` entry point, as gym 0.26 did (Gymnasium
+    1.x declares the group but no longer loads it): a function that calls `gymnasium.register`, or a module that
+    does when imported; an entry point named `__root__` registers ids without a namespace, any other name is their
+    namespace. One that raises is kept in BROKEN_ENV_PLUGINS with its error; the others still register."""
+    for entry_point in importlib.metadata.entry_points(group=ENV_ENTRY_POINT_GROUP):
+        namespace = None if entry_point.name == "__root__" else entry_point.name
+        registration = gym.envs.registration
+        before, registration.current_namespace = registration.current_namespace, namespace
+        try:  # (Gymnasium's own `namespace()` leaves its namespace set when the code inside raises)
+            loaded = entry_point.load()
+            if callable(loaded):
+                loaded()
+        except Exception as error:  # a plugin's code: whatever it raises, the other envs stay usable
+            package = entry_point.dist.name if entry_point.dist else "?"
+            BROKEN_ENV_PLUGINS[f"{package}: {entry_point.value}"] = f"{type(error).__name__}: {error}"
+        finally:
+            registration.current_namespace = before
 
 
 def cartpole_without_velocity(**kwargs) -> gym.Env:

@@ -13,7 +13,7 @@ def run(*args, timeout=300):
 def test_list_prints_one_algorithm_per_line():
     result = run("list")
     assert result.returncode == 0
-    assert "dqn" in result.stdout.splitlines()
+    assert "dqn" in [line.split()[0] for line in result.stdout.splitlines()]
 
 
 def test_train_writes_final_zip_and_eval_prints_mean_and_std(tmp_path):

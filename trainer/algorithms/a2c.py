@@ -20,7 +20,7 @@ from trainer.cpu_speed import FlatAdam, FlatParameters, FlatRMSprop, clip_grad_n
 from trainer.networks import parse_hidden_layers
 from trainer.optimizers import RMSpropTFLike
 from trainer.params import param, processes_param, vectorization_param
-from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
+from trainer.registry import AlgorithmSpec, POLICY_GRADIENT
 from trainer.schedules import SCHEDULES, annealed
 
 
@@ -134,7 +134,7 @@ class A2C(PolicyGradientAgent):
                     return
 
 
-register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="a2c",
     family=POLICY_GRADIENT,
     description="Advantage Actor-Critic: n-step returns, synchronous vector envs, RMSprop (Mnih et al. 2016).",
@@ -142,4 +142,4 @@ register(AlgorithmSpec(
     agent_class=A2C,
     observation_spaces=OBSERVATION_SPACES,
     action_spaces=ACTION_SPACES,
-))
+)

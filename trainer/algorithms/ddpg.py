@@ -22,7 +22,7 @@ from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
 from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers, run_layers
 from trainer.optimizers import SavedAsOne
 from trainer.params import param, vectorization_param
-from trainer.registry import AlgorithmSpec, CONTINUOUS_CONTROL, register
+from trainer.registry import AlgorithmSpec, CONTINUOUS_CONTROL
 from trainer.schedules import SCHEDULES, annealed
 
 
@@ -244,7 +244,7 @@ class TD3(DDPG):
 
 _SPACES = dict(observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"), action_spaces=("Box",))
 
-register(AlgorithmSpec(
+DDPG_SPEC = AlgorithmSpec(
     name="ddpg",
     family=CONTINUOUS_CONTROL,
     description="Deep Deterministic Policy Gradient: deterministic actor, Q critic, exploration noise "
@@ -253,9 +253,9 @@ register(AlgorithmSpec(
     agent_class=DDPG,
     check_env=check_continuous_env,
     **_SPACES,
-))
+)
 
-register(AlgorithmSpec(
+TD3_SPEC = AlgorithmSpec(
     name="td3",
     family=CONTINUOUS_CONTROL,
     description="TD3: DDPG with twin Q, target policy smoothing and delayed policy updates "
@@ -265,4 +265,4 @@ register(AlgorithmSpec(
     presets=(("twin_q", True), ("target_noise", 0.2), ("delay_policy_update", 2)),
     check_env=check_continuous_env,
     **_SPACES,
-))
+)

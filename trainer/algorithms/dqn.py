@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+from types import SimpleNamespace
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +29,7 @@ from trainer import update_strategies
 from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
 from trainer.networks import NoisyLinear, ObservationEncoder, mlp, parse_hidden_layers, reset_noise, run_layers
 from trainer.params import MAX_UPDATES_PER_STEP, param, vectorization_param
-from trainer.registry import AlgorithmSpec, DQN_FAMILY, register
+from trainer.registry import AlgorithmSpec, DQN_FAMILY
 from trainer.schedules import crossed, linear
 
 
@@ -388,8 +389,8 @@ PRESETS = {
                 (("double_q", True), ("dueling", True), ("noisy", True), ("n_step_return", 3), ("prioritized_replay", True),
                  ("priority_alpha", 0.5), ("categorical", True))),
 }
-for _name, (_description, _presets) in PRESETS.items():
-    register(AlgorithmSpec(
-        name=_name, family=DQN_FAMILY, description=_description, config_class=DQNConfig, agent_class=DQN,
-        observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"), action_spaces=("Discrete",),
-        presets=_presets))
+# the entry points in pyproject.toml name these: trainer.algorithms.dqn:SPECS.double_dqn
+SPECS = SimpleNamespace(**{name.replace("-", "_"): AlgorithmSpec(
+    name=name, family=DQN_FAMILY, description=description, config_class=DQNConfig, agent_class=DQN,
+    observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"), action_spaces=("Discrete",),
+    presets=presets) for name, (description, presets) in PRESETS.items()})

@@ -27,7 +27,7 @@ from trainer.agent import Agent
 from trainer.envs import make_env, space_from_json, space_to_json
 from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers
 from trainer.params import param, processes_param
-from trainer.registry import AlgorithmSpec, CLASSIC, register
+from trainer.registry import AlgorithmSpec, CLASSIC
 from trainer.normalization import RunningMeanStd
 
 
@@ -314,7 +314,7 @@ class EvolutionStrategies(Agent):
             self.obs_stats.load_state_dict(state["observations"])
 
 
-register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="es",
     family=CLASSIC,
     description="OpenAI-style Evolution Strategies: antithetic perturbations, centred-rank fitness, parallel "
@@ -323,4 +323,4 @@ register(AlgorithmSpec(
     agent_class=EvolutionStrategies,
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"),
     action_spaces=("Discrete", "Box", "MultiDiscrete", "MultiBinary"),
-))
+)

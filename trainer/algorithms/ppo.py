@@ -19,7 +19,7 @@ from trainer.distributions import ACTION_SPACES
 from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
 from trainer.networks import parse_hidden_layers
 from trainer.params import param, processes_param, vectorization_param
-from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
+from trainer.registry import AlgorithmSpec, POLICY_GRADIENT
 from trainer.schedules import SCHEDULES, annealed
 
 
@@ -200,7 +200,7 @@ def explained_variance(predictions, targets) -> float:
     return 0.0 if variance == 0 else 1.0 - float((targets - predictions).var(correction=0)) / variance
 
 
-register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="ppo",
     family=POLICY_GRADIENT,
     description="Proximal Policy Optimization: clipped surrogate, GAE, minibatch epochs (Schulman et al. 2017).",
@@ -208,4 +208,4 @@ register(AlgorithmSpec(
     agent_class=PPO,
     observation_spaces=OBSERVATION_SPACES,
     action_spaces=ACTION_SPACES,
-))
+)

@@ -21,7 +21,7 @@ from torch import nn
 from trainer.agent import Agent
 from trainer.envs import real_next_observations
 from trainer.params import ConfigError, param
-from trainer.registry import AlgorithmSpec, CLASSIC, register
+from trainer.registry import AlgorithmSpec, CLASSIC
 
 MAX_TABLE_ENTRIES = 50_000_000
 
@@ -312,7 +312,7 @@ class QLearning(Agent):
         self.learning_rate = float(state.get("learning_rate", self.config.learning_rate))
 
 
-register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="qlearning",
     family=CLASSIC,
     description="Tabular Q-learning with epsilon-greedy exploration; Box observations binned on a grid.",
@@ -321,4 +321,4 @@ register(AlgorithmSpec(
     observation_spaces=("Discrete", "MultiDiscrete", "Box"),
     action_spaces=("Discrete",),
     check_env=check_qlearning_env,
-))
+)

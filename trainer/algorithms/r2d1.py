@@ -22,7 +22,7 @@ from trainer.buffers import SumTree
 from trainer.envs import finished_episodes
 from trainer.networks import ObservationEncoder
 from trainer.params import param, vectorization_param
-from trainer.registry import AlgorithmSpec, DQN_FAMILY, register
+from trainer.registry import AlgorithmSpec, DQN_FAMILY
 from trainer.schedules import crossed, linear
 
 
@@ -322,9 +322,9 @@ class R2D1(Agent):
                     return
 
 
-register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="r2d1", family=DQN_FAMILY,
     description="Recurrent replay DQN: LSTM, stored states, burn-in, value rescaling, double + dueling "
                 "(Kapturowski et al. 2019).",
     config_class=R2D1Config, agent_class=R2D1,
-    observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"), action_spaces=("Discrete",)))
+    observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"), action_spaces=("Discrete",))

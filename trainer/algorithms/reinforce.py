@@ -25,7 +25,7 @@ from trainer.distributions import ACTION_SPACES
 from trainer.envs import finished_episodes
 from trainer.networks import parse_hidden_layers
 from trainer.params import param, processes_param, vectorization_param
-from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
+from trainer.registry import AlgorithmSpec, POLICY_GRADIENT
 
 
 @dataclass
@@ -116,7 +116,7 @@ class Reinforce(PolicyGradientAgent):
                     return
 
 
-register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="reinforce",
     family=POLICY_GRADIENT,
     description="REINFORCE: Monte-Carlo policy gradient over whole episodes (Williams 1992).",
@@ -124,4 +124,4 @@ register(AlgorithmSpec(
     agent_class=Reinforce,
     observation_spaces=OBSERVATION_SPACES,
     action_spaces=ACTION_SPACES,
-))
+)

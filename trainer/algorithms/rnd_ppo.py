@@ -36,7 +36,7 @@ from trainer.cpu_speed import FlatAdam, FlatParameters
 from trainer.networks import ObservationEncoder, parse_hidden_layers
 from trainer.normalization import ObservationNormalizer, RewardNormalizer
 from trainer.params import param
-from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
+from trainer.registry import AlgorithmSpec, POLICY_GRADIENT
 
 RND_OBS_CLIP = 5.0
 
@@ -218,7 +218,7 @@ class RNDPPO(PPO):
                     return
 
 
-register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="rnd-ppo",
     family=POLICY_GRADIENT,
     description="PPO with Random Network Distillation: an exploration bonus from a predictor chasing a fixed "
@@ -227,4 +227,4 @@ register(AlgorithmSpec(
     agent_class=RNDPPO,
     observation_spaces=OBSERVATION_SPACES,
     action_spaces=ACTION_SPACES,
-))
+)

@@ -22,7 +22,7 @@ from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
 from trainer.networks import ObservationEncoder, mlp, parse_hidden_layers, run_layers
 from trainer.optimizers import SavedAsOne
 from trainer.params import param, vectorization_param
-from trainer.registry import AlgorithmSpec, CONTINUOUS_CONTROL, register
+from trainer.registry import AlgorithmSpec, CONTINUOUS_CONTROL
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as SB3 and Spinning Up
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -261,7 +261,7 @@ class SAC(OffPolicyActorCritic):
         self.normalizers.load_state(state.get("normalizers") or {})
 
 
-register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="sac",
     family=CONTINUOUS_CONTROL,
     description="Soft Actor-Critic: squashed Gaussian actor, twin Q critics, automatic entropy tuning "
@@ -271,4 +271,4 @@ register(AlgorithmSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"),
     action_spaces=("Box",),
     check_env=check_continuous_env,
-))
+)

@@ -25,7 +25,7 @@ from trainer.algorithms.reinforce import Reinforce, ReinforceConfig
 from trainer.buffers import Episode, discounted_returns
 from trainer.distributions import ACTION_SPACES
 from trainer.params import param
-from trainer.registry import AlgorithmSpec, POLICY_GRADIENT, register
+from trainer.registry import AlgorithmSpec, POLICY_GRADIENT
 
 
 @dataclass
@@ -103,7 +103,7 @@ class VPG(Reinforce):
         return metrics
 
 
-register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="vpg",
     family=POLICY_GRADIENT,
     description="Vanilla Policy Gradient: REINFORCE with a baseline and an entropy bonus (Sutton et al. 2000).",
@@ -111,4 +111,4 @@ register(AlgorithmSpec(
     agent_class=VPG,
     observation_spaces=OBSERVATION_SPACES,
     action_spaces=ACTION_SPACES,
-))
+)
