@@ -4,7 +4,7 @@ Every object is fetched through the pages' access helper (404 for other users').
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 
 from rlweb.api.form_input import form_data, raise_form_errors, refuse_unknown_hyperparameters
@@ -88,7 +88,7 @@ def experiment_create(request, body: ExperimentIn):
         raise_form_errors(form)
     earlier = form.earlier_submission(request.user)
     if earlier:
-        return 200, earlier
+        return Status(200, earlier)
     try:
         with transaction.atomic():
             experiment = form.save(owner=request.user)
@@ -97,8 +97,8 @@ def experiment_create(request, body: ExperimentIn):
         earlier = form.earlier_submission(request.user)
         if earlier is None:
             raise
-        return 200, earlier
-    return 201, experiment
+        return Status(200, earlier)
+    return Status(201, experiment)
 
 
 @router.get("/experiments/{experiment_id}", response=ExperimentOut)
@@ -125,4 +125,4 @@ def experiment_delete(request, experiment_id: int):
     active = lifecycle.delete_experiment(owned_experiment(request, experiment_id))
     if active:
         raise HttpError(409, f"Not deleted: cancel its queued or running runs first ({active} left).")
-    return 204, None
+    return Status(204, None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ninja import Field, Router, Schema
+from ninja import Field, Router, Schema, Status
 
 from rlweb.api.form_input import form_data, raise_form_errors, refuse_unknown_hyperparameters
 from rlweb.api.schemas import Body
@@ -95,7 +95,7 @@ def sweep_create(request, body: SweepIn):
     sweep = form.save(owner=request.user)
     study.create(sweep)
     sweep.refresh_from_db()
-    return 201, sweep
+    return Status(201, sweep)
 
 
 @router.get("/sweeps/{sweep_id}", response=SweepDetail)
