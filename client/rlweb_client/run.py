@@ -154,14 +154,13 @@ class Run:
         while True:
             with self._wake:
                 self._wait_for_work()
-                done = self._closing and not self._queue
-                items = None if self._offline or done else self._first_items()
+                if self._closing and not self._queue:
+                    return
+                items = None if self._offline else self._first_items()
             if items is None:
                 self._spill()
-                if done or self._closing and self._offline:
-                    return
-                continue
-            self._deliver(items)
+            else:
+                self._deliver(items)
 
     def _wait_for_work(self) -> None:
         """(With the lock.) Until something is queued, then until a batch is full or `flush_interval` passed."""
@@ -301,6 +300,7 @@ class Run:
                                             f"({error}): the points wait in memory")
             return
         self._offline = offline
+        self._overflow = False
         self._wake.notify_all()
         self._report("offline", f"{reason}; this run goes on in {offline.path}: upload it later with "
                                 f"`python -m rlweb_client sync {shlex.quote(str(offline.folder))}`")
