@@ -18,6 +18,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 
+LOGGED = "logged"  # the algorithm of an experiment whose runs a user's own script logs through the API (rlweb/logged)
+
+
 class Experiment(models.Model):
     class Device(models.TextChoices):
         AUTO = "auto", "auto"
@@ -64,6 +67,12 @@ class Experiment(models.Model):
 
     def get_absolute_url(self):
         return reverse("experiment-detail", args=[self.pk])
+
+    @property
+    def is_logged(self) -> bool:
+        """Its runs are logged from the user's own script through the API (rlweb/logged), not trained here: nothing
+        here can clone, resume, change or evaluate them."""
+        return self.algorithm == LOGGED
 
     @property
     def queue_name(self) -> str:
@@ -176,24 +185,33 @@ class Run(models.Model):
         return self.status in self.RESUMABLE
 
     @staticmethod
-    def heartbeat_deadline() -> datetime:
-        """A running run whose last heartbeat is older than this (`HEARTBEAT_TIMEOUT` seconds ago) went silent."""
-        return timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT)
+    def heartbeat_deadline(logged: bool = False) -> datetime:
+        """A running run whose last heartbeat is older than this (`HEARTBEAT_TIMEOUT` seconds ago) went silent. A
+        logged run's heartbeat is its script's last request (rlweb/logged): a script may log nothing for minutes
+        (an evaluation, a checkpoint), so it goes silent after `LOGGED_RUN_SILENCE_SECONDS` instead."""
+        seconds = settings.LOGGED_RUN_SILENCE_SECONDS if logged else settings.HEARTBEAT_TIMEOUT
+        return timezone.now() - timedelta(seconds=seconds)
 
     @staticmethod
     def silent(prefix: str = "") -> Q:
-        """Running runs whose worker has not beaten for `HEARTBEAT_TIMEOUT` seconds (or never): the lost-run reaper
+        """Running runs whose worker has not beaten for `HEARTBEAT_TIMEOUT` seconds (or never; a logged run: whose
+        script sent nothing for `LOGGED_RUN_SILENCE_SECONDS`, `heartbeat_deadline`): the lost-run reaper
         marks them lost (lifecycle.reap_lost_runs); until it does, pages show them lost. `prefix` names the relation
         from another model (`runs__`)."""
-        deadline = Run.heartbeat_deadline()
+        logged = Q(**{f"{prefix}experiment__algorithm": LOGGED})
         return Q(**{f"{prefix}status": Run.Status.RUNNING}) & (
-            Q(**{f"{prefix}heartbeat_at__lt": deadline}) | Q(**{f"{prefix}heartbeat_at__isnull": True}))
+            Q(**{f"{prefix}heartbeat_at__isnull": True})
+            | (~logged & Q(**{f"{prefix}heartbeat_at__lt": Run.heartbeat_deadline()}))
+            | (logged & Q(**{f"{prefix}heartbeat_at__lt": Run.heartbeat_deadline(logged=True)})))
 
     @property
     def not_responding(self) -> bool:
         """Running, but its worker went silent (`silent`): computed when shown; the reaper writes `lost` later."""
-        return self.status == self.Status.RUNNING and (
-            self.heartbeat_at is None or self.heartbeat_at < Run.heartbeat_deadline())
+        if self.status != self.Status.RUNNING or self.heartbeat_at is None:
+            return self.status == self.Status.RUNNING
+        # the experiment is read only for a run that looks silent: a list of runs costs no query per row
+        return self.heartbeat_at < Run.heartbeat_deadline() and (
+            not self.experiment.is_logged or self.heartbeat_at < Run.heartbeat_deadline(logged=True))
 
     @property
     def shown_status(self) -> str:

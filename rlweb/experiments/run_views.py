@@ -17,6 +17,9 @@ from rlweb.experiments.checkpoint_jobs import CheckpointJobForm
 from rlweb.experiments.models import Checkpoint, CheckpointJob, Run, Video
 from rlweb.experiments.views import owned_run, whole_number
 
+LOGGED_CHECKPOINTS = ("This run was logged from a script: its checkpoints are files the script saved, to download; "
+                      "a worker can evaluate only checkpoints trained here.")
+
 
 def run_detail(request, run_id: int):
     run = owned_run(request, run_id)
@@ -42,7 +45,9 @@ def run_jobs(request, run_id: int):
     if request.method == "GET":
         return render(request, "experiments/_checkpoint_jobs.html", {"run": run, **jobs_context(run)})
     form = CheckpointJobForm(run, request.POST)
-    if form.is_valid():
+    if run.experiment.is_logged:  # its checkpoints are whatever its script saved: no worker can load them
+        answer, status = {"errors": {"": [LOGGED_CHECKPOINTS]}}, 409
+    elif form.is_valid():
         checkpoint_jobs.ask(form.cleaned_data["checkpoint"], form.cleaned_data["kind"],
                             form.cleaned_data["episodes"] or 1)
         answer, status = {}, 200

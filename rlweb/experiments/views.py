@@ -20,8 +20,11 @@ from rlweb.experiments.live_changes import LiveChangeForm, request_change
 from rlweb.experiments.forms import ExperimentForm, preset_fields
 from rlweb.experiments.models import Experiment, Run
 from rlweb.experiments.notes import NoteForm
+from rlweb.logged import runs as logged_runs
 
 WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")
+LOGGED_ONLY = ("Runs logged from your own script (rlweb_client) are not trained here: only that script can "
+               "start, change or continue them.")
 
 
 def owned_experiment(request, experiment_id: int) -> Experiment:
@@ -108,6 +111,9 @@ def experiment_preset(request):
 def experiment_clone(request, experiment_id: int):
     """The new-experiment form filled with every value of an experiment, to change a few and launch again."""
     experiment = owned_experiment(request, experiment_id)
+    if experiment.is_logged:
+        messages.info(request, LOGGED_ONLY)
+        return redirect(experiment)
     form = ExperimentForm(algorithm=experiment.algorithm, initial=ExperimentForm.initial_from(experiment))
     return render(request, "experiments/experiment_form.html",
                   {"form": form, "env_ids": env_ids(), "cloned_from": experiment})
@@ -172,6 +178,10 @@ def save_notes(request, noted):
 @require_POST
 def run_cancel(request, run_id: int):
     run = owned_run(request, run_id)
+    if run.experiment.is_logged and run.is_active:
+        logged_runs.cancel(run)
+        messages.success(request, "Cancelled: its script hears that the run has ended at its next request.")
+        return redirect(run)
     outcome = lifecycle.cancel(run)
     if outcome == Run.Status.CANCELLED:
         messages.success(request, "Cancelled before it started.")
@@ -185,7 +195,9 @@ def run_cancel(request, run_id: int):
 @require_POST
 def run_resume(request, run_id: int):
     run = owned_run(request, run_id)
-    if lifecycle.resume(run):
+    if run.experiment.is_logged:
+        messages.info(request, LOGGED_ONLY)
+    elif lifecycle.resume(run):
         messages.success(request, "Queued again: it goes on from its last checkpoint.")
     else:
         messages.info(request, f"Only a cancelled or lost run can be resumed; this one is {run.status}.")
@@ -197,8 +209,10 @@ def run_change(request, run_id: int):
     """Change live hyperparameters of a running run (the form on its page). The page's script gets JSON: the
     recorded change, or the errors by field (400); a plain form post gets a message and the run page back."""
     run = owned_run(request, run_id)
-    form = LiveChangeForm(run, request.POST)
-    if run.status != Run.Status.RUNNING:
+    form = None if run.experiment.is_logged else LiveChangeForm(run, request.POST)
+    if form is None:
+        answer, status = {"error": LOGGED_ONLY}, 409
+    elif run.status != Run.Status.RUNNING:
         answer, status = {"error": f"Only a running run takes changes; this one is {run.status}."}, 409
     elif not form.is_valid():
         answer, status = {"errors": {name.removeprefix("hp_") if name != "__all__" else "": list(errors)

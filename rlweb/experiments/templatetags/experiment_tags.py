@@ -53,8 +53,9 @@ def steps(value) -> str:
 
 @register.simple_tag
 def live_change_form(run):
-    """The form that changes a running run's live hyperparameters (None when it is not running)."""
-    return LiveChangeForm(run) if run.status == run.Status.RUNNING else None
+    """The form that changes a running run's live hyperparameters (None when it is not running, or is logged from a
+    script)."""
+    return LiveChangeForm(run) if run.status == run.Status.RUNNING and not run.experiment.is_logged else None
 
 
 @register.simple_tag

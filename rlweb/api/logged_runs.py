@@ -1,0 +1,155 @@
+"""Runs logged from a user's own script (rlweb_client): create one, send its points (sequence-numbered: the server
+drops repeats), its videos and checkpoints, finish it, and read how far it is stored to resume after a restart.
+The logic is rlweb/logged/runs.py; this module reads the requests and writes the answers. A stranger's run: 404."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from django.shortcuts import get_object_or_404
+from ninja import Field, File, Form, Router, Schema, Status
+from ninja.errors import HttpError
+from ninja.files import UploadedFile
+from pydantic import field_validator
+
+from rlweb.api.schemas import Body
+from rlweb.experiments.models import LOGGED, Run
+from rlweb.logged import runs
+from rlweb.logged.models import LoggedRun
+
+router = Router(tags=["logged runs"])
+LARGEST_NUMBER = 2**62  # seqs and steps: far past any run, within the database's 64-bit columns
+
+
+class LoggedRunIn(Body):
+    experiment: str = Field(min_length=1, max_length=200, description="Runs of one name share an experiment.")
+    name: str = Field("", max_length=200, description="The run's label.")
+    config: dict[str, Any] = Field(default_factory=dict, description="The script's settings, at most 64 KB as JSON.")
+    host: str = Field("", max_length=200)
+    command: str = Field("", max_length=10_000)
+    git_commit: str = Field("", max_length=64)
+    client_version: str = Field("", max_length=50)
+
+    @field_validator("config")
+    @classmethod
+    def config_is_small(cls, config: dict) -> dict:
+        if len(json.dumps(config, allow_nan=False)) > runs.MAX_CONFIG_BYTES:
+            raise ValueError(f"config takes more than {runs.MAX_CONFIG_BYTES // 1024} KB as JSON")
+        return config
+
+
+class Created(Schema):
+    id: int
+    experiment_id: int
+    url: str
+    next_seq: int
+
+
+class Point(Body):
+    seq: int = Field(ge=1, le=LARGEST_NUMBER)
+    step: int = Field(ge=0, le=LARGEST_NUMBER)
+    time: float = Field(allow_inf_nan=False, description="Seconds since the run started, on the script's clock.")
+    values: dict[str, Any] = Field(description="Metric name to number; a value that is not finite is dropped.")
+
+
+class PointsIn(Body):
+    points: list[Point] = Field(max_length=runs.MAX_POINTS)
+
+    @field_validator("points")
+    @classmethod
+    def seqs_increase(cls, points: list[Point]) -> list[Point]:
+        for before, after in zip(points, points[1:]):
+            if after.seq <= before.seq:
+                raise ValueError(f"seqs must increase within a request: {after.seq} follows {before.seq}")
+        return points
+
+
+class Dropped(Schema):
+    seq: int
+    reason: str
+
+
+class Stored(Schema):
+    stored_through: int
+    dropped: list[Dropped]
+
+
+class FileCreated(Schema):
+    id: int
+
+
+class FinishIn(Body):
+    status: Literal["succeeded", "failed", "cancelled"]
+    last_seq: int = Field(0, ge=0, le=LARGEST_NUMBER)
+    error: str = Field("", max_length=10_000)
+
+
+class Ended(Schema):
+    status: str
+
+
+class LoggedRunOut(Schema):
+    id: int
+    status: str
+    stored_through: int
+    url: str
+
+
+def owned_logged_run(request, run_id: int) -> Run:
+    """The user's logged run; 404 for another user's run, and for a run trained here."""
+    return get_object_or_404(Run.objects.select_related("experiment"), pk=run_id, experiment__owner=request.user,
+                             experiment__algorithm=LOGGED, logged__isnull=False)
+
+
+def refused(error: runs.Refused) -> HttpError:
+    return HttpError(error.status, error.detail)
+
+
+@router.post("", response={201: Created})
+def create(request, body: LoggedRunIn):
+    """A new run of the experiment named `experiment` (the user's logged experiment of that name, made on first
+    use), running from now on. Points go to `/points` numbered from `next_seq`."""
+    run = runs.create(request.user, **body.dict())
+    return Status(201, {"id": run.pk, "experiment_id": run.experiment_id, "next_seq": 1,
+                        "url": request.build_absolute_uri(run.get_absolute_url())})
+
+
+@router.get("/{run_id}", response=LoggedRunOut)
+def detail(request, run_id: int):
+    """Its status and the highest point seq stored: a restarted script sends the points after it."""
+    run = owned_logged_run(request, run_id)
+    return {"id": run.pk, "status": run.status, "stored_through": LoggedRun.objects.get(pk=run.pk).stored_through,
+            "url": request.build_absolute_uri(run.get_absolute_url())}
+
+
+@router.post("/{run_id}/points", response=Stored)
+def points(request, run_id: int, body: PointsIn):
+    """Store points after the highest seq stored (at most 5,000 a request, seqs increasing); earlier ones are
+    repeats, dropped. Values that are not finite numbers, and names that are too long or use other characters than
+    letters, digits, spaces and `_ . / -`, are dropped one by one; `dropped` says why. 409 once the run ended."""
+    run = owned_logged_run(request, run_id)
+    try:
+        through, dropped = runs.add_points(run, [point.dict() for point in body.points])
+    except runs.Refused as error:
+        raise refused(error) from None
+    return {"stored_through": through, "dropped": dropped}
+
+
+@router.post("/{run_id}/files", response={201: FileCreated})
+def upload(request, run_id: int, kind: Literal["video", "checkpoint"] = Form(...),
+           step: int = Form(..., ge=0, le=LARGEST_NUMBER), file: UploadedFile = File(...)):
+    """An episode video (mp4) or a checkpoint file of the run at env step `step`; 413 past
+    RLWEB_LOGGED_FILE_MAX_MB or the user's storage quota."""
+    run = owned_logged_run(request, run_id)
+    try:
+        return Status(201, {"id": runs.add_file(run, kind, step, file)})
+    except runs.Refused as error:
+        raise refused(error) from None
+
+
+@router.post("/{run_id}/finish", response=Ended)
+def finish(request, run_id: int, body: FinishIn):
+    """End the run; a run that has ended already answers how it ended (finishing twice is harmless)."""
+    run = owned_logged_run(request, run_id)
+    return {"status": runs.finish(run, body.status, last_seq=body.last_seq, error=body.error)}

@@ -1,0 +1,301 @@
+"""Runs logged from a user's own script: the API (rlweb/api/logged_runs.py) calls these functions for rlweb_client.
+
+A logged run is a run like any other: an `Experiment` (algorithm `LOGGED`, reused by name) and a `Run`, whose points
+become `Event` rows with the charts' summary (history.summarize) in one transaction, then entries of its Redis live
+stream with the same ids, so the run page, its live charts, the compare page, the CSV and notes work unchanged.
+A point becomes one metric event (kind `eval` when it holds an `eval/` value, `episode` with a `rollout/` one,
+else `train`): the charts draw every numeric key of those kinds, whatever its name.
+
+The client numbers its points (`seq` 1, 2, 3, ...) and may send one twice (a retry after a lost answer): a point
+at or below the highest seq stored (`LoggedRun.stored_through`) is dropped as a repeat, under the run's row lock,
+so two requests at once store each point once, in order. NaN, infinities, non-numbers and names that are too long
+or use other characters are dropped per value, with the reason in the answer.
+
+Liveness: the run is running from its first request, and its heartbeat (`Run.heartbeat_at`) is the time of its
+script's last request. A script may log nothing for a while, so it counts as silent only after
+`settings.LOGGED_RUN_SILENCE_SECONDS` (default 10 minutes; `Run.heartbeat_deadline`): the lost-run reaper then marks
+it lost, and nothing resumes it (its experiment has no `auto_resume`). A lost logged run is only presumed dead:
+its script's next points or files bring it back to running. `finish` ends it for good (later points: 409), and
+so does Cancel on its page.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from pathlib import Path
+
+import redis
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.db.models import F, Max
+from django.db.models.functions import Greatest
+from django.utils import timezone
+from trainer.events import make_event
+
+from rlweb.experiments import lifecycle, storage_use
+from rlweb.experiments.history import summarize
+from rlweb.experiments.models import LOGGED, Checkpoint, Event, Experiment, Run, Video
+from rlweb.experiments.redis_keys import stream_key
+from rlweb.experiments.sink import FINISHED_STREAM_SECONDS, RUNNING_STREAM_SECONDS, STREAM_MAXLEN, STREAM_TAIL, \
+    sink_client
+from rlweb.logged.models import LoggedRun
+
+logger = logging.getLogger(__name__)
+
+METRIC_NAME = re.compile(r"[A-Za-z0-9_./ -]+")
+MAX_NAME_LENGTH = 200
+MAX_POINTS = 5_000  # per request
+MAX_CONFIG_BYTES = 64 * 1024
+LARGEST_VALUE = 1e300  # larger magnitudes are refused: a chart cannot draw them, and their sums overflow
+FILE_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
+SILENT_ERROR = ("Its script sent nothing for {minutes:g} minutes (it stopped, or lost its connection); "
+                "its next points bring the run back.")
+ENDED = (Run.Status.SUCCEEDED, Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.PRUNED)  # not lost
+Status = Run.Status
+
+
+class Refused(Exception):
+    """A request the run cannot take: `status` (409 ended, 413 too large or past the quota) and why."""
+
+    def __init__(self, status: int, detail: str):
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+# --- create ------------------------------------------------------------------------------------------------
+
+def create(user, experiment: str, config: dict, name: str = "", host: str = "", command: str = "",
+           git_commit: str = "", client_version: str = "") -> Run:
+    """A new running run of `user`'s logged experiment named `experiment` (made on first use), with the next seed
+    number; its log starts with a `started` event."""
+    now = timezone.now()
+    total_steps = planned_steps(config)
+    with transaction.atomic():
+        found = Experiment.objects.select_for_update().filter(owner=user, name=experiment, algorithm=LOGGED).first()
+        if found is None:
+            found = Experiment.objects.create(
+                owner=user, name=experiment, algorithm=LOGGED, env_id=text_setting(config, "env_id", "env"),
+                hyperparameters=config, total_steps=total_steps, device=LOGGED, auto_resume=False, num_seeds=0,
+                keep_checkpoints=0, description="Runs logged from a script through the API (rlweb_client).")
+        last_seed = found.runs.aggregate(last=Max("seed"))["last"]
+        seed = 0 if last_seed is None else last_seed + 1
+        run = Run.objects.create(experiment=found, seed=seed, status=Status.RUNNING, total_steps=total_steps,
+                                 worker_host=host[:200], device_used=LOGGED, first_started_at=now, started_at=now,
+                                 heartbeat_at=now, attempts=1)
+        Experiment.objects.filter(pk=found.pk).update(num_seeds=F("num_seeds") + 1)
+        LoggedRun.objects.create(run=run, name=name, host=host, command=command, git_commit=git_commit,
+                                 client_version=client_version, config=config)
+        started = make_event("started", 0, 0.0, {"algorithm": LOGGED, "env_id": found.env_id, "device": host or "?",
+                                                 "seed": seed, "notes": [f"logged from {host or 'a script'}"]})
+        events = store(run, [started])
+    stream(run.pk, events)
+    return run
+
+
+def planned_steps(config: dict) -> int:
+    """The run's planned env steps, from its config (CleanRL's `total_timesteps`, or `total_steps`); at least 1.
+    The count grows with the steps its points report."""
+    for key in ("total_timesteps", "total_steps"):
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**62:
+            return value
+    return 1
+
+
+def text_setting(config: dict, *keys: str) -> str:
+    """The first of `keys` that the config holds as text (the environment id a CleanRL script names)."""
+    return next((config[key][:200] for key in keys if isinstance(config.get(key), str)), "")
+
+
+# --- points ------------------------------------------------------------------------------------------------
+
+def add_points(run: Run, points: list[dict]) -> tuple[int, list[dict]]:
+    """Store the points after the highest seq stored, in order, each as one metric event. Returns the highest seq
+    stored and what was dropped ([{seq, reason}]: repeats, values refused). Refused (409) once the run ended."""
+    with transaction.atomic():
+        logged = hold(run)
+        through, dropped, events = logged.stored_through, [], []
+        for point in points:
+            if point["seq"] <= through:
+                dropped.append({"seq": point["seq"], "reason": f"a repeat: points through seq {through} are stored"})
+                continue
+            values, refused = checked_values(point["values"])
+            dropped += [{"seq": point["seq"], "reason": reason} for reason in refused]
+            if values:
+                events.append(make_event(kind_of(values), point["step"], point["time"], values))
+            through = point["seq"]
+        stored = store(run, events)
+        if through != logged.stored_through:
+            LoggedRun.objects.filter(pk=run.pk).update(stored_through=through)
+    stream(run.pk, stored)
+    return through, dropped
+
+
+def checked_values(values: dict) -> tuple[dict, list[str]]:
+    """The values a chart can draw, as floats, and why each other one was dropped."""
+    kept, refused = {}, []
+    for name, value in values.items():
+        shown = name if len(name) <= 60 else name[:60] + "…"
+        if len(name) > MAX_NAME_LENGTH or not METRIC_NAME.fullmatch(name):
+            refused.append(f"{shown!r}: a metric name is 1 to {MAX_NAME_LENGTH} letters, digits, spaces or _ . / -")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            refused.append(f"{shown!r}: not a number ({type(value).__name__})")
+        elif isinstance(value, float) and not math.isfinite(value):
+            refused.append(f"{shown!r}: {value} is not a finite number")
+        elif abs(value) > LARGEST_VALUE:
+            refused.append(f"{shown!r}: larger than {LARGEST_VALUE:g} in magnitude")
+        else:
+            kept[name] = float(value)
+    return kept, refused
+
+
+def kind_of(values: dict) -> str:
+    """The event kind a point is stored as: `eval` or `episode` (the run page's evaluation box and episode count
+    read those), else `train`. The charts draw every key of every metric kind."""
+    if any(name.startswith("eval/") for name in values):
+        return "eval"
+    if any(name.startswith("rollout/") for name in values):
+        return "episode"
+    return "train"
+
+
+# --- files -------------------------------------------------------------------------------------------------
+
+def add_file(run: Run, kind: str, step: int, upload) -> int:
+    """Keep an uploaded video or checkpoint (a Django UploadedFile) in storage as the trainer's are (a `Video`, a
+    periodic `Checkpoint`), with its event in the run's log; returns the row's id. Refused (413) past
+    `settings.LOGGED_FILE_MAX_MB` or the owner's storage quota, (409) once the run ended."""
+    limit = settings.LOGGED_FILE_MAX_MB * storage_use.MEGABYTE
+    if upload.size > limit:
+        raise Refused(413, f"The file takes {storage_use.describe(upload.size)}; a logged run's files may take "
+                           f"{storage_use.describe(limit)} each.")
+    owner = run.experiment.owner_id
+    quota = storage_use.quota_bytes(owner)
+    used = storage_use.used_bytes(owner) if quota is not None else 0
+    if quota is not None and used + upload.size > quota:
+        raise Refused(413, f"The file was not kept: your checkpoints and videos take {storage_use.describe(used)} of "
+                           f"your storage quota of {storage_use.describe(quota)}. Delete experiments you no longer "
+                           f"need (the storage page lists them), or ask the admin for more.")
+    suffix = Path(upload.name or "").suffix.lower()
+    if kind == "video":
+        row = Video(run=run, step=step)
+        name = f"step_{step}.mp4"
+    else:
+        row = Checkpoint(run=run, tag=Checkpoint.Tag.PERIODIC, step=step)
+        name = f"step_{step}{suffix if FILE_SUFFIX.fullmatch(suffix) else '.bin'}"
+    with transaction.atomic():
+        hold(run)  # before the file: an ended run stores nothing
+        row.size = upload.size
+        row.file.save(name, upload, save=False)
+        try:
+            row.save()
+        except DatabaseError:
+            row.file.delete(save=False)
+            raise
+        values = ({"step": step, "video_id": row.pk, "episode_return": None} if kind == "video" else
+                  {"tag": Checkpoint.Tag.PERIODIC, "step": step, "checkpoint_id": row.pk})
+        events = store(run, [make_event(kind, step, seconds_since_start(run), values)])
+    stream(run.pk, events)
+    return row.pk
+
+
+def seconds_since_start(run: Run) -> float:
+    return max(0.0, (timezone.now() - run.started_at).total_seconds()) if run.started_at else 0.0
+
+
+# --- the end -----------------------------------------------------------------------------------------------
+
+def finish(run: Run, status: str, last_seq: int = 0, error: str = "", reason: str = "") -> str:
+    """End the run `status` (succeeded, failed or cancelled) with its last event; a run that already ended keeps
+    how it ended (the same answer to a repeated finish). Points after `stored_through` that `last_seq` says were
+    sent and never came are noted in that event. Returns the run's status."""
+    with transaction.atomic():
+        logged = LoggedRun.objects.select_for_update().get(pk=run.pk)
+        run.refresh_from_db()
+        if run.status in ENDED:
+            return run.status
+        seconds = seconds_since_start(run)
+        values = {"status": status, "seconds": seconds} if status != Status.FAILED else {
+            "error": error or "The script reported a failure."}
+        if reason:
+            values["reason"] = reason
+        if last_seq > logged.stored_through:
+            values["missing"] = f"points {logged.stored_through + 1} to {last_seq} never arrived"
+        Run.objects.filter(pk=run.pk).update(status=status, finished_at=timezone.now(), heartbeat_at=timezone.now(),
+                                             error=values.get("error", ""))
+        kind = "failed" if status == Status.FAILED else "finished"
+        events = store(run, [make_event(kind, run.steps_done, seconds, values)])
+    stream(run.pk, events, ended=True)
+    lifecycle.announce_end(run.pk)
+    run.refresh_from_db()
+    return run.status
+
+
+def cancel(run: Run) -> str:
+    """Cancel on the run's page: the run ends cancelled at once (its script's next request hears 409)."""
+    return finish(run, Status.CANCELLED, reason="cancelled on its page")
+
+
+def explain_silence(sender, run_id: int, status: str, **kwargs) -> None:
+    """`run_ended` receiver: a logged run the reaper found silent says so in its script's terms."""
+    if status == Status.LOST:
+        Run.objects.filter(pk=run_id, experiment__algorithm=LOGGED, status=Status.LOST,
+                           error=lifecycle.LOST_ERROR).update(
+            error=SILENT_ERROR.format(minutes=settings.LOGGED_RUN_SILENCE_SECONDS / 60))
+
+
+# --- storing and streaming ---------------------------------------------------------------------------------
+
+def hold(run: Run) -> LoggedRun:
+    """Lock the run for this transaction and beat its heart (its script is there); a lost run comes back to
+    running. Refused (409) when it ended. The write comes first: SQLite then takes its lock before any read."""
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk, status__in=(Status.RUNNING, Status.LOST)).update(
+        status=Status.RUNNING, heartbeat_at=now, finished_at=None, error="")
+    logged = LoggedRun.objects.select_for_update().get(pk=run.pk)
+    run.refresh_from_db()
+    if run.status != Status.RUNNING:
+        raise Refused(409, f"This run has ended ({run.status}): it takes no more points or files.")
+    return logged
+
+
+def store(run: Run, events: list[dict]) -> list[dict]:
+    """Write the events after the run's last one, with the charts' summary and its step count, in the caller's
+    transaction; returns them as records (with their seq) for the live stream."""
+    if not events:
+        return []
+    seq = run.stored_seq()
+    rows = [Event(run_id=run.pk, seq=seq + number, kind=event["kind"], step=event["step"], time=event["time"],
+                  values=event["values"]) for number, event in enumerate(events, start=1)]
+    Event.objects.bulk_create(rows)
+    summarize(run.pk, rows)
+    step = max(row.step for row in rows)
+    Run.objects.filter(pk=run.pk).update(steps_done=Greatest(F("steps_done"), step),
+                                         total_steps=Greatest(F("total_steps"), step))
+    return [row.as_dict() for row in rows]
+
+
+_clients: dict[str, redis.Redis] = {}
+
+
+def stream(run_id: int, records: list[dict], ended: bool = False) -> None:
+    """Add stored events to the run's live stream (as the worker's sink does: id `<seq>-0`, trimmed to a tail,
+    expiring). Redis carries only the live view: when it fails, pages read the events from the database."""
+    if not records:
+        return
+    url = settings.REDIS_URL
+    client = _clients.get(url) or _clients.setdefault(url, sink_client())
+    key = stream_key(run_id)
+    pipeline = client.pipeline(transaction=False)
+    for record in records:
+        pipeline.xadd(key, {"event": json.dumps(record)}, id=f"{record['seq']}-0", maxlen=STREAM_MAXLEN,
+                      approximate=True)
+    pipeline.xtrim(key, minid=f"{max(0, records[-1]['seq'] - STREAM_TAIL) + 1}-0", approximate=False)
+    pipeline.expire(key, FINISHED_STREAM_SECONDS if ended else RUNNING_STREAM_SECONDS)
+    try:
+        pipeline.execute(raise_on_error=False)  # an id the stream has already (a request that raced) is skipped
+    except redis.RedisError as error:
+        logger.warning("run %s: Redis unavailable (%s); its page reads these events from the database", run_id, error)
