@@ -234,8 +234,14 @@ def check_spec(name: str, spec) -> None:
         raise ValueError(f"unknown family {spec.family!r}; one of {', '.join(FAMILIES)}")
     if not spec.observation_spaces or not spec.action_spaces:
         raise ValueError("observation_spaces and action_spaces must not be empty")
-    spec.params()
-    spec.build_config({})  # the defaults must make a valid config
+    for declared in spec.params():  # each field declared with trainer.params.param, its default within its bounds
+        if not declared.help:
+            raise TypeError(f"config field {declared.name!r} is not declared with trainer.params.param(default, help)")
+        try:
+            declared.parse(declared.default)
+        except ValueError as error:
+            raise ValueError(f"the default of config field {declared.name!r} is refused by its own bounds: {error}")
+    spec.build_config({})  # the defaults together must make a valid config
 
 
 def algorithm_names() -> list[str]:
