@@ -16,7 +16,7 @@ from django.db.models.functions import Cast
 from django.http import QueryDict
 
 from rlweb.experiments.forms import TAG
-from rlweb.experiments.models import Experiment, Run
+from rlweb.experiments.models import LOGGED, Experiment, Run
 
 PAGE_SIZE = 25
 MAX_TEXT = 200  # longest search or env id taken from a query
@@ -53,7 +53,7 @@ def read_query(params: QueryDict, sorts: dict, default_sort: str) -> ListQuery:
         query.problems.append(f"Unknown status “{status[:40]}” ignored; one of {', '.join(Run.Status.values)}.")
     else:
         query.status = status
-    if algorithm and algorithm not in trainer.algorithm_names():
+    if algorithm and algorithm not in (*trainer.algorithm_names(), LOGGED):
         query.problems.append(f"Unknown algorithm “{algorithm[:40]}” ignored.")
     else:
         query.algorithm = algorithm

@@ -322,3 +322,12 @@ def test_the_reaper_marks_a_logged_run_lost_only_after_its_script_is_silent_for_
     assert api.points(run_id, [point(1, loss=1.0)]).json()["stored_through"] == 1
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING and run.error == "" and run.finished_at is None
+
+
+def test_the_lists_filter_logged_experiments_and_runs_by_their_algorithm(api, owner_client, make_experiment):
+    run_id = api.create()
+    make_experiment(name="trained")
+    experiments = owner_client.get(reverse("experiment-list"), {"algorithm": LOGGED}).content.decode()
+    assert INIT["experiment"] in experiments and "trained" not in experiments and "Unknown algorithm" not in experiments
+    runs = owner_client.get(reverse("run-list"), {"algorithm": LOGGED}).content.decode()
+    assert f'href="/runs/{run_id}/"' in runs
