@@ -29,6 +29,8 @@ from rlweb_client.transport import Api, Refused, Unreachable
 VERSION = "0.1.0"
 STATUSES = ("succeeded", "failed", "cancelled")
 DROP_NOTES = 10  # values the server dropped (NaN, a bad name) are reported on stderr up to this many times
+LIMITS = {"experiment": 200, "name": 200}  # the server's, in characters
+MAX_CONFIG_BYTES = 64 * 1024  # the server's, as JSON
 
 
 class Run:
@@ -51,7 +53,7 @@ class Run:
         self.local_id = uuid.uuid4().hex
         self.started = time.monotonic()
         self.init_body = {"experiment": experiment, **({"name": name} if name is not None else {}),
-                          "config": config, "host": socket.gethostname(), "command": shlex.join(sys.argv),
+                          "config": config, "host": socket.gethostname()[:200], "command": shlex.join(sys.argv)[:10_000],
                           "git_commit": git_commit(), "client_version": VERSION}
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -63,6 +65,7 @@ class Run:
         self._offline: Optional[OfflineFile] = None
         self._overflow = False
         self._closing = False
+        self._ended = False  # the server ended the run (cancelled on its page): nothing more is sent
         self._failing_since: Optional[float] = None
         self._attempt = 0
         self._reported: set = set()
@@ -86,6 +89,7 @@ class Run:
         with self._lock:
             if self._closing:
                 self._report("closed", "log() after finish() is ignored")
+            if self._closing or self._ended:
                 return
             step = self._step + 1 if step is None else int(step)
             if step < 0:
@@ -245,6 +249,13 @@ class Run:
             with self._lock:
                 self._batch_limit = max(1, len(items) // 2)
             return
+        if error.status == 409:
+            self._report("ended", f"the run has ended on the server ({error.detail}); what it logs from now on is "
+                                  f"not sent")
+            with self._lock:
+                self._ended = True
+                self._queue.clear()
+            return
         if error.status in (400, 413, 422) and kind != "finish":
             what = f"{len(items)} points from seq {payload['seq']}" if kind == "points" else payload["path"]
             self._report(("refused", kind, error.status), f"the server refused {what}: {error}; dropped")
@@ -254,6 +265,8 @@ class Run:
 
     def _note_dropped(self, answer: Any) -> None:
         for drop in (answer.get("dropped") or []) if isinstance(answer, dict) else []:
+            if "repeat" in str(drop.get("reason")):  # a batch sent again after a lost answer: as it should be
+                continue
             self._drop_notes += 1
             if self._drop_notes <= DROP_NOTES:
                 print(f"rlweb: the server dropped a value of point {drop.get('seq')}: {drop.get('reason')}",
@@ -335,6 +348,7 @@ class Run:
         with self._lock:
             if self._closing:
                 self._report("closed", "log() after finish() is ignored")
+            if self._closing or self._ended:
                 return
             self._queue.append(("file", {"kind": kind, "step": int(step), "path": path}))
             self._wake.notify()
@@ -370,9 +384,14 @@ def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Opt
         raise ValueError("rlweb_client.init needs the site's url and an API token (or RLWEB_URL and RLWEB_TOKEN)")
     if not experiment:
         raise ValueError("rlweb_client.init needs an experiment name")
+    for field, text in (("experiment", experiment), ("name", name or "")):
+        if len(text) > LIMITS[field]:
+            raise ValueError(f"the {field} has at most {LIMITS[field]} characters")
     if config is not None and not isinstance(config, Mapping):
-        config = vars(config)
+        config = vars(config)  # an argparse Namespace
     config = json.loads(json.dumps(dict(config or {}), default=str))
+    if len(json.dumps(config)) > MAX_CONFIG_BYTES:
+        raise ValueError(f"the config takes more than {MAX_CONFIG_BYTES // 1024} KB as JSON")
     api = Api(url, token, user_agent=f"rlweb-client/{VERSION}")
     return Run(api, experiment, config, name, offline_dir or os.path.join(os.getcwd(), "rlweb-offline"),
                offline_after, retry_delay, max_retry_delay, max_pending, batch_size, flush_interval)

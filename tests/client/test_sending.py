@@ -237,3 +237,25 @@ def test_log_may_be_called_from_several_threads(server, start_run):
         thread.join()
     run.finish()
     assert [point["seq"] for point in server.points()] == list(range(1, 4001))
+
+
+def test_a_run_ended_on_the_server_is_reported_once_and_sent_nothing_more(server, start_run, capfd):
+    run = start_run()
+    run.log({"x": 0.0}, step=0)
+    server.wait_for_points(1)
+    server.runs[1]["status"] = "cancelled"  # Cancel on its page
+    for step in range(1, 50):
+        run.log({"x": step}, step=step)
+        time.sleep(0.01)
+    run.finish()
+    assert len(server.posts("/points")) == 2 and len(server.points()) == 1
+    assert capfd.readouterr().err.count("the run has ended on the server") == 1
+    assert run.offline_path is None and run.pending == 0
+
+
+def test_init_refuses_what_the_server_would_refuse_at_once(server, start_run):
+    with pytest.raises(ValueError, match="at most 200"):
+        start_run(experiment="x" * 201)
+    with pytest.raises(ValueError, match="64 KB"):
+        start_run(config={"notes": "x" * 70_000})
+    assert server.runs == {}
