@@ -51,7 +51,7 @@ class ListFilters(Schema):
     env: str = ""
     tag: str = ""
     sort: str = ""
-    page: int = 1
+    page: int = Field(1, ge=1, le=10**9)
 
 
 class ExperimentPage(Schema):

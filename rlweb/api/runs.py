@@ -20,10 +20,11 @@ from rlweb.experiments.models import Checkpoint, Run, Video
 from rlweb.experiments.views import owned_run
 
 router = Router(tags=["runs"])
+BIGGEST_ID = 2**63 - 1  # what a database column holds
 
 
 class RunFilters(ListFilters):
-    experiment: int | None = Field(None, description="Only this experiment's runs.")
+    experiment: int | None = Field(None, ge=1, le=BIGGEST_ID, description="Only this experiment's runs.")
 
 
 class RunPage(Schema):
@@ -99,7 +100,7 @@ def run_metrics(request, run_id: int):
 
 
 class EventQuery(Schema):
-    after: int = Field(0, ge=0, description="The seq to continue after (`next_after` of the previous page).")
+    after: int = Field(0, ge=0, le=BIGGEST_ID, description="The seq to continue after (`next_after` of the previous page).")
     limit: int = Field(history.PAGE_SIZE, ge=1, le=history.PAGE_SIZE)
     kinds: str = Field("", description=f"Comma-separated, of {', '.join(history.EVENT_KINDS)}; default all.")
 
