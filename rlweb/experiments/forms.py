@@ -38,8 +38,12 @@ TAG = re.compile(r"[A-Za-z0-9_.:+-](?:[A-Za-z0-9_.:+ -]{0,30}[A-Za-z0-9_.:+-])?"
 
 
 def algorithm_choices() -> list[tuple[str, list[tuple[str, str]]]]:
-    """The algorithms grouped by family: the select shows one <optgroup> per family."""
-    return [(family, [(spec.name, spec.name) for spec in specs]) for family, specs in trainer.algorithms_by_family()]
+    """The algorithms grouped by family: the select shows one <optgroup> per family. Only those some live worker has
+    (its package and version the same as here), when workers are known (workers.offered_algorithms)."""
+    offered = workers.offered_algorithms()
+    groups = [(family, [(spec.name, spec.name) for spec in specs if offered is None or spec.name in offered])
+              for family, specs in trainer.algorithms_by_family()]
+    return [(family, choices) for family, choices in groups if choices]
 
 
 def device_choices() -> list[tuple[str, str]]:
@@ -319,6 +323,11 @@ class ExperimentForm(forms.ModelForm):
             for name, message in error.errors.items():
                 field = self.field_name(name)
                 self.add_error(field, message if field else f"{name}: {message}")
+        offered = workers.offered_algorithms(queue_of_device(cleaned["device"])) if cleaned.get("device") else None
+        if offered is not None and self.algorithm_name not in offered:
+            self.add_error("algorithm", f"No live worker of the {queue_of_device(cleaned['device'])} queue has "
+                                        f"{self.algorithm_name} from {trainer.origin(self.algorithm_name)}: install "
+                                        f"that package on one, or choose another queue.")
         processes = cleaned.get("hyperparameters", {}).get("processes", 1)
         if processes > 1 and cleaned.get("device"):
             message = processes_error(processes, queue_of_device(cleaned["device"]))

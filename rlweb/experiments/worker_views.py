@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import trainer
 from django.conf import settings
 from django.db.models import Count
 from django.shortcuts import render
@@ -17,8 +18,10 @@ def worker_list(request):
     by_node = {run.worker_node: run for run in running.select_related("experiment__owner")}
     for worker in live:
         worker.run = by_node.get(worker.node)
+    plugins = [(name, trainer.origin(name)) for name in trainer.algorithm_names() if not trainer.origin(name).builtin]
     return render(request, "experiments/worker_list.html", {"workers": live, "queues": queue_loads(live),
-                                                            "ttl_seconds": settings.WORKER_TTL_SECONDS})
+                                                            "ttl_seconds": settings.WORKER_TTL_SECONDS,
+                                                            "plugins": plugins, "broken": trainer.broken_algorithms()})
 
 
 def queue_loads(live: list[workers.Worker]) -> list[dict]:

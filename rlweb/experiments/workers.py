@@ -13,6 +13,7 @@ answer, and a solo worker that trains answers late or never). Which run a worker
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -28,6 +29,7 @@ from rlweb.experiments import redis_keys
 logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "rlweb:worker:"
+BUILTIN_PACKAGE = "rlweb"  # trainer.registry.BUILTIN_PACKAGE: the package of the algorithms that are not plugins
 
 
 def registry_key(node: str) -> str:
@@ -48,6 +50,10 @@ class Worker:
     started: float
     heartbeat: float
     cores: int | None = None  # the CPU cores it may use (None: a worker started before workers said)
+    # {algorithm: "package version"} it can train, and {algorithm: "package version: error"} of its broken plugins
+    # (None: a worker started before workers said, taken to have every algorithm)
+    algorithms: dict[str, str] | None = None
+    broken_algorithms: dict[str, str] = field(default_factory=dict)
     run: object = field(default=None)
 
     @classmethod
@@ -56,7 +62,19 @@ class Worker:
                    device=entry["device"], gpu_memory_mb=int(entry["gpu_memory_mb"]) or None,
                    visible_devices=entry.get("visible_devices", ""), pid=int(entry["pid"]),
                    started=float(entry["started"]), heartbeat=float(entry["heartbeat"]),
-                   cores=int(entry.get("cores") or 0) or None)
+                   cores=int(entry.get("cores") or 0) or None,
+                   algorithms=json.loads(entry["algorithms"]) if entry.get("algorithms") else None,
+                   broken_algorithms=json.loads(entry.get("broken_algorithms") or "{}"))
+
+    @property
+    def plugins(self) -> dict[str, str]:
+        """{algorithm: "package version"} of the algorithms it has from packages other than rlweb."""
+        return {name: origin for name, origin in (self.algorithms or {}).items()
+                if not origin.startswith(BUILTIN_PACKAGE + " ")}
+
+    def has_algorithm(self, name: str, origin: str) -> bool:
+        """Whether it can train `name` as it comes from `origin` ("package version") where the run is made."""
+        return self.algorithms is None or self.algorithms.get(name) == origin
 
     @property
     def uptime_seconds(self) -> float:
@@ -79,7 +97,28 @@ def device_entry() -> dict:
     else:
         device, memory = "cpu", 0
     return {"device": device, "gpu_memory_mb": memory, "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
-            "cores": usable_cores()}
+            "cores": usable_cores(), **algorithms_entry()}
+
+
+def algorithms_entry() -> dict:
+    """The algorithms this process has, with the package and version each comes from, and its broken plugins."""
+    import trainer
+
+    return {"algorithms": json.dumps({name: str(trainer.origin(name)) for name in trainer.algorithm_names()}),
+            "broken_algorithms": json.dumps({broken.name: f"{broken.origin}: {broken.error}"
+                                             for broken in trainer.broken_algorithms()})}
+
+
+def offered_algorithms(queue: str | None = None, live: list[Worker] | None = None) -> set[str] | None:
+    """The algorithms, as this host has them (the same package and version), that some live worker (of `queue`) has;
+    None while no such worker is known (all are offered: a run waits for a worker that starts later)."""
+    import trainer
+
+    serving = [worker for worker in (live_workers() if live is None else live) if queue is None or queue in worker.queues]
+    if not serving:
+        return None
+    return {name for name in trainer.algorithm_names()
+            if any(worker.has_algorithm(name, str(trainer.origin(name))) for worker in serving)}
 
 
 def write_entry(entry: dict) -> None:
