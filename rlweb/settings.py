@@ -20,6 +20,8 @@ Variables (all optional):
     RLWEB_LOGIN_LOCKOUT_MINUTES       the longest wait: it starts at a minute and doubles with each further
                                       refusal up to this (default 15)
     RLWEB_MAX_ACTIVE_RUNS_PER_USER    queued plus running runs a user may have at once (default 8)
+    RLWEB_MAX_RUNNING_PER_USER_PER_QUEUE  runs of one user training at once on one queue; the rest wait while
+                                      others' runs go first (default 0: no cap); the admin sets others per user
     RLWEB_MAX_TOTAL_STEPS  environment steps a run may ask for (default 1000000000)
     RLWEB_STORAGE_QUOTA_MB megabytes of checkpoints and videos a user may keep (default 0: no limit); the admin
                            can set another for one user (Storage quotas)
@@ -86,12 +88,12 @@ QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,49}")
 
 
 def named_queues(name: str) -> list[str]:
-    """The admin's extra queues: names of letters, digits and `_ . -` (at most 50), none of cpu, gpu, auto, cuda."""
+    """The admin's extra queues: names of letters, digits and `_ . -` (at most 50), none of cpu, gpu, auto, cuda, jobs."""
     queues = env_list(name, "")
     for queue in queues:
-        if not QUEUE_NAME.fullmatch(queue) or queue in ("cpu", "gpu", "auto", "cuda"):
+        if not QUEUE_NAME.fullmatch(queue) or queue in ("cpu", "gpu", "auto", "cuda", "jobs"):
             raise ImproperlyConfigured(f"{name}: {queue[:60]!r} is not a queue name (letters, digits, _ . -, at "
-                                       "most 50; not cpu, gpu, auto or cuda)")
+                                       "most 50; not cpu, gpu, auto, cuda or jobs)")
     return list(dict.fromkeys(queues))
 
 
@@ -167,9 +169,11 @@ LOGIN_LOCKOUT_MINUTES = env_int("RLWEB_LOGIN_LOCKOUT_MINUTES", 15)  # the cap on
 LOGIN_FIRST_DELAY_SECONDS = 60  # the wait at the limit; each further refusal doubles it (rlweb/accounts/throttle.py)
 LOGIN_FAILURE_HOURS = 24  # how long a refused sign-in counts
 MAX_ACTIVE_RUNS_PER_USER = env_int("RLWEB_MAX_ACTIVE_RUNS_PER_USER", 8)
+MAX_RUNNING_PER_USER_PER_QUEUE = env_int("RLWEB_MAX_RUNNING_PER_USER_PER_QUEUE", 0)  # scheduler.py; 0: no cap
 MAX_TOTAL_STEPS = env_int("RLWEB_MAX_TOTAL_STEPS", 10**9)
 STORAGE_QUOTA_MB = env_int("RLWEB_STORAGE_QUOTA_MB", 0)  # per user; 0: no limit (rlweb/experiments/storage_use.py)
 AUTO_QUEUE = os.environ.get("RLWEB_AUTO_QUEUE", "cpu")
+JOBS_QUEUE = "jobs"  # checkpoint jobs (evaluate, record a video): a worker of its own serves it (checkpoint_jobs.py)
 NAMED_QUEUES = named_queues("RLWEB_QUEUES")  # routed to by the form's device choice; the worker's -Q lists them
 WORKER_BEAT_SECONDS = 10  # a worker rewrites its registry entry this often (rlweb/experiments/workers.py)
 WORKER_TTL_SECONDS = 30  # and the entry of a worker that stopped beating is gone after this

@@ -1,7 +1,9 @@
+from django import forms
+from django.conf import settings
 from django.contrib import admin
 
 from rlweb.experiments import storage_use
-from rlweb.experiments.models import Checkpoint, Event, Experiment, Run, StorageQuota
+from rlweb.experiments.models import Checkpoint, Event, Experiment, QueueLimit, Run, StorageQuota
 
 
 class RunInline(admin.TabularInline):
@@ -64,3 +66,20 @@ class StorageQuotaAdmin(admin.ModelAdmin):
     @admin.display(description="Used now")
     def used(self, quota: StorageQuota) -> str:
         return storage_use.describe(storage_use.used_bytes(quota.user))
+
+
+@admin.register(QueueLimit)
+class QueueLimitAdmin(admin.ModelAdmin):
+    """A user's own cap on runs training at once on one queue, in place of settings.MAX_RUNNING_PER_USER_PER_QUEUE
+    (RLWEB_MAX_RUNNING_PER_USER_PER_QUEUE) for them there (scheduler.py)."""
+
+    list_display = ["user", "queue", "max_running"]
+    list_filter = ["queue"]
+    search_fields = ["user__username"]
+    raw_id_fields = ["user"]
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "queue":  # only the queues runs can go to
+            names = ["cpu", "gpu", *settings.NAMED_QUEUES]
+            return forms.ChoiceField(choices=[(name, name) for name in names], label="Queue")
+        return super().formfield_for_dbfield(db_field, request, **kwargs)

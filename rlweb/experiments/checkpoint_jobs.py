@@ -4,8 +4,10 @@ record a video of one episode (rlib's `test()` and `save_videos()` in the source
     ask ──> queued ──claim──> running ──> succeeded | failed | cancelled
               └──── cancel ──> cancelled
 
-A job goes to the run's own queue, so a worker with the run's device does it (after the run it may be
-training). The claim is one conditional UPDATE: a second delivery does nothing. A job whose worker died
+A job goes to the `jobs` queue (settings.JOBS_QUEUE), which a worker of its own serves (`make run` and
+docker-compose start one), so it never waits behind a training run; it loads the checkpoint on whatever device
+that worker has. Where no live worker serves `jobs`, it goes to the run's own queue, as before: a worker with the
+run's device does it, after the run it may be training. The claim is one conditional UPDATE: a second delivery does nothing. A job whose worker died
 fails after `STALE_AFTER` (a periodic chore); a job that cannot be sent fails at once, saying so.
 Cancel, as for runs: a queued job ends `cancelled` at once and its message is revoked (the claim would skip
 it anyway); a running one gets a flag in its row that its worker reads between steps, every
@@ -23,11 +25,13 @@ from pathlib import Path
 
 import redis
 from django import forms
+from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as QueueUnreachable
 
 from rlweb.celery import app
+from rlweb.experiments import workers
 from rlweb.experiments.files import save_with_file
 from rlweb.experiments.lifecycle import revoke
 from rlweb.experiments.models import Checkpoint, CheckpointJob, Video
@@ -75,11 +79,18 @@ def unfinished(run) -> int:
 
 def ask(checkpoint: Checkpoint, kind: str, episodes: int) -> CheckpointJob:
     """A new job on `checkpoint`, sent to its run's queue once the surrounding transaction commits."""
-    job = CheckpointJob.objects.create(checkpoint=checkpoint, kind=kind,
+    queue = job_queue(checkpoint.run.experiment)
+    job = CheckpointJob.objects.create(checkpoint=checkpoint, kind=kind, queue=queue,
                                        episodes=episodes if kind == CheckpointJob.Kind.EVALUATE else 1)
-    queue = checkpoint.run.experiment.queue_name
     transaction.on_commit(lambda: send(job.pk, queue))
     return job
+
+
+def job_queue(experiment) -> str:
+    """The jobs queue when a live worker serves it, else the run's own queue."""
+    if settings.JOBS_QUEUE in workers.served_queues(workers.live_workers()):
+        return settings.JOBS_QUEUE
+    return experiment.queue_name
 
 
 def task_id(job_id: int) -> str:
@@ -97,8 +108,9 @@ def send(job_id: int, queue: str) -> bool:
     return True
 
 
-def do(job_id: int, worker: str = "") -> str:
-    """The worker's side: claim the job, do it, record the result. Returns the job's status."""
+def do(job_id: int, worker: str = "", queue: str = "") -> str:
+    """The worker's side: claim the job, do it, record the result (`queue`: the one it came on). Returns the job's
+    status."""
     claimed = CheckpointJob.objects.filter(pk=job_id, status=Status.QUEUED).update(
         status=Status.RUNNING, started_at=timezone.now(), worker_node=worker)
     if not claimed:
@@ -107,7 +119,7 @@ def do(job_id: int, worker: str = "") -> str:
     job = CheckpointJob.objects.select_related("checkpoint__run__experiment").get(pk=job_id)
     stop = StopCheck(job_id, deadline=time.monotonic() + MAX_SECONDS)
     try:
-        agent = job.checkpoint.load_agent(device=job.checkpoint.run.experiment.torch_device)
+        agent = job.checkpoint.load_agent(device=job_device(job.checkpoint.run.experiment, queue))
         if job.kind == CheckpointJob.Kind.EVALUATE:
             result = agent.evaluate(episodes=job.episodes, should_stop=stop)
             if result is None:
@@ -162,6 +174,12 @@ def cancel(job: CheckpointJob) -> str:
         return "stopping"
     job.refresh_from_db(fields=["status"])
     return "ended"
+
+
+def job_device(experiment, queue: str) -> str:
+    """The run's own device when the job came on its run's queue; whatever the worker has when it came on the jobs
+    queue (a GPU run's checkpoint is evaluated on the CPU there when that worker has no GPU)."""
+    return "auto" if queue == settings.JOBS_QUEUE else experiment.torch_device
 
 
 def record_video(job: CheckpointJob, agent, should_stop) -> tuple[Video | None, dict]:

@@ -10,8 +10,8 @@ running run, the attempt it belongs to), so of two processes racing for a run (a
 resume and a delete, two reapers) exactly one wins and the other sees that it lost. Cancel sets the
 `stop_requested` column whatever the state; the Redis stop key is only its fast path.
 
-Layers point one way: views call this module; it changes the models, streams through sink.py and sends
-the training task by name; tasks.py (the worker's side of Celery) calls back into it. Models queue nothing.
+Layers point one way: views call this module; it changes the models, streams through sink.py and leaves
+sending the training task to the scheduler (scheduler.py, fair share among users); tasks.py (the worker's side of Celery) calls back into it. Models queue nothing.
 A run that reaches a final state is announced with the `run_ended` signal (signals.py): other apps (sweeps)
 listen to it; this app imports none of them.
 """
@@ -34,17 +34,15 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-from kombu.exceptions import OperationalError
 from trainer.events import make_event
 
-from rlweb.celery import app
-from rlweb.experiments import history, redis_keys, signals
+from rlweb.celery import app  # revoking a queued run's message
+from rlweb.experiments import history, redis_keys, scheduler, signals
 from rlweb.experiments.sink import RedisSink, worker_sink
 from rlweb.experiments.models import Checkpoint, Experiment, Run
 
 logger = logging.getLogger(__name__)
 
-TRAIN_TASK = "rlweb.train_run"  # tasks.train_run; sent by name, so this module does not import the tasks
 Status = Run.Status
 
 
@@ -60,32 +58,12 @@ def launch(experiment: Experiment) -> list[Run]:
 
 
 def enqueue(run: Run) -> None:
-    """Send a queued run to its device's queue once the current transaction commits; its task id is stored
-    first. When the task queue (Redis) cannot be reached the run stays queued, marked `send_failed`, and
-    the lost-run reaper sends it again."""
+    """A queued run waits in the database for a free worker: once the current transaction commits, the scheduler
+    (scheduler.py) decides whether it goes now, fairly among users. Its task id is stored first."""
     if not run.task_id:
         run.task_id = str(uuid.uuid4())
         Run.objects.filter(pk=run.pk).update(task_id=run.task_id)
-    queue = run.experiment.queue_name
-    transaction.on_commit(lambda: send(run.pk, run.task_id, queue))
-
-
-def send(run_id: int, task_id: str, queue: str) -> bool:
-    try:
-        app.send_task(TRAIN_TASK, args=[run_id], task_id=task_id, queue=queue)
-    except (OperationalError, redis.RedisError, OSError) as error:
-        logger.warning("run %s: cannot reach the task queue (%s); it stays queued and is sent again later",
-                       run_id, error)
-        Run.objects.filter(pk=run_id, status=Status.QUEUED).update(send_failed=True)
-        return False
-    Run.objects.filter(pk=run_id, send_failed=True).update(send_failed=False)
-    return True
-
-
-def send_unsent() -> int:
-    """Send again the queued runs whose sending failed; returns how many went out."""
-    unsent = Run.objects.filter(status=Status.QUEUED, send_failed=True).select_related("experiment")
-    return sum(send(run.pk, run.task_id, run.experiment.queue_name) for run in unsent)
+    transaction.on_commit(scheduler.dispatch)
 
 
 # --- claim --------------------------------------------------------------------------------------------------
@@ -222,6 +200,7 @@ def train(run_id: int, worker: str = "", make_sink=worker_sink) -> str:
         recorded = train_and_record(run, checkpoint, sink)
     if recorded:  # after the heartbeat and the SIGTERM handler: a receiver may take its time
         announce_end(run.pk)
+    scheduler.dispatch()  # this worker is free: the next run, fairly
     return Run.objects.filter(pk=run.pk).values_list("status", flat=True).first() or "deleted"
 
 
@@ -362,13 +341,10 @@ def interruption_of(run: Run) -> str:
 
 def reap_lost_runs() -> int:
     """The lost-run reaper, a periodic chore (celery beat, tasks.reap_lost_runs): runs whose heartbeat went
-    stale become lost (and resume by themselves), and runs whose sending failed are sent again. Cheap when
-    nothing is stale (one indexed query) and safe to run in several processes at once. Returns how many were
-    lost. Pages write nothing: until the reaper comes, they show a silent run as lost (Run.not_responding)."""
-    lost = mark_lost_runs()
-    if Run.objects.filter(status=Status.QUEUED, send_failed=True).exists():
-        send_unsent()
-    return lost
+    stale become lost (and resume by themselves). Cheap when nothing is stale (one indexed query) and safe to
+    run in several processes at once. Returns how many were lost. Pages write nothing: until the reaper comes,
+    they show a silent run as lost (Run.not_responding)."""
+    return mark_lost_runs()
 
 
 def mark_lost_runs() -> int:
@@ -433,6 +409,7 @@ def resume(run: Run, automatic: bool = False) -> bool:
         resumed = Run.objects.filter(  # unchanged since it was read: its attempt is counted once
             pk=run.pk, status=interrupted.status, started_at=interrupted.started_at).update(
             status=Status.QUEUED, resume_requested=True, stop_requested=False, task_id="", send_failed=False,
+            dispatched_at=None,
             started_at=None, finished_at=None, error="", traceback="", interruption=interruption_of(interrupted),
             earlier_attempts_seconds=interrupted.earlier_attempts_seconds + interrupted.attempt_seconds,
             auto_resumes=F("auto_resumes") + 1 if automatic else 0)

@@ -434,6 +434,8 @@ class CheckpointJob(models.Model):
     checkpoint = models.ForeignKey(Checkpoint, on_delete=models.CASCADE, related_name="jobs")
     kind = models.CharField(max_length=20, choices=Kind.choices)
     episodes = models.PositiveSmallIntegerField(default=1)
+    queue = models.CharField(max_length=60, blank=True,
+                             help_text="The Celery queue it was sent to: jobs, or its run's own when no jobs worker was up.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     result = models.JSONField(default=dict, blank=True, help_text="evaluate: mean, std, length_mean, returns; "
                                                                    "video: episode_return, length")

@@ -1,22 +1,18 @@
-"""Where a queued run waits: its queue, its place in it, and whether any live worker serves that queue.
+"""Where a queued run waits: its queue, its place in it, when it should start, and whether any live worker
+serves that queue.
 
-A run's place is one more than the number of queued runs (anyone's) on the same queue launched before it:
-Celery's Redis queues are first in, first out, so that is the order workers take them in.
+The place is the order the fair-share scheduler (scheduler.py) would send the queue's runs in: those already
+sent to a worker first, then, one by one, the run of the user with the fewest running on the queue (ties: first
+launched). The estimated start comes from the running runs' time left and each run's length at its experiment's
+speed so far: none until a speed is known.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from rlweb.experiments import scheduler, workers
+from rlweb.experiments.models import Run
 
-from rlweb.experiments import workers
-from rlweb.experiments.models import Run, queue_of_device
-
-
-@dataclass
-class QueuePlace:
-    queue: str
-    position: int  # 1: next
-    served: bool  # a live worker consumes this queue
+QueuePlace = scheduler.Place
 
 
 def queue_places(runs, live: list[workers.Worker] | None = None) -> dict[int, QueuePlace]:
@@ -24,15 +20,7 @@ def queue_places(runs, live: list[workers.Worker] | None = None) -> dict[int, Qu
     wanted = {run.pk for run in runs if run.status == Run.Status.QUEUED}
     if not wanted:
         return {}
-    served = workers.served_queues(workers.live_workers() if live is None else live)
-    waiting = Run.objects.filter(status=Run.Status.QUEUED).order_by("created", "pk")
-    places, counts = {}, {}
-    for run_id, device in waiting.values_list("pk", "experiment__device"):
-        queue = queue_of_device(device)
-        counts[queue] = counts.get(queue, 0) + 1
-        if run_id in wanted:
-            places[run_id] = QueuePlace(queue, counts[queue], queue in served)
-    return places
+    return {run_id: place for run_id, place in scheduler.places(live).items() if run_id in wanted}
 
 
 def mark_queue_places(runs) -> None:

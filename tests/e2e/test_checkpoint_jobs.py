@@ -6,7 +6,9 @@ run-checkpoint-job-cancel.png."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
@@ -78,9 +80,11 @@ def test_a_checkpoint_is_evaluated_and_filmed_from_the_run_page(site, browser):
     assert not errors
 
 
-def test_a_job_waiting_behind_its_training_run_is_cancelled_from_the_page(site_stack, site, browser):
-    """The worker trains the run, so a job asked meanwhile waits in the queue: its Cancel button ends it at once,
-    and once the run is over the worker skips its message (revoked) instead of doing it."""
+def test_a_job_asked_while_its_run_trains_is_done_at_once_and_a_waiting_one_is_cancelled_from_the_page(
+        site_stack, site, browser):
+    """Checkpoint jobs have a worker of their own (queue jobs): a job asked while the run trains is done at once, the
+    run still training. With that worker paused (SIGSTOP), jobs wait in its queue: their Cancel button ends them at
+    once, and once it goes on the worker skips their messages (revoked) instead of doing them."""
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
     page.set_default_timeout(30_000)
     errors = []
@@ -93,6 +97,37 @@ def test_a_job_waiting_behind_its_training_run_is_cancelled_from_the_page(site_s
     launch_experiment(page, site, "Cancel a job", {**TRAINING, "total_steps": "200000", "checkpoint_interval": "500"})
     page.wait_for_selector("#checkpoint-job-form:not([hidden])", timeout=240_000)  # the first checkpoint, live
     jobs_url = page.get_attribute("#run-page", "data-jobs-url")
+    page.fill("#id_episodes", "2")
+    page.click("#checkpoint-job-form button[type=submit]")
+    page.wait_for_selector("#checkpoint-jobs li[data-status=succeeded]", timeout=120_000)
+    assert page.text_content("#run-status").strip() == "running"  # done beside the training run, not after it
+    [done] = job_rows(page)
+    assert done["job"] == "evaluate, 2 episodes"
+
+    jobs_worker = site_stack.orm("""
+        from rlweb.experiments import workers
+        result = [worker.pid for worker in workers.live_workers() if worker.queues == ["jobs"]]
+    """)
+    assert len(jobs_worker) == 1, jobs_worker
+    os.kill(jobs_worker[0], signal.SIGSTOP)
+    try:
+        cancel_waiting_jobs(page, jobs_url)
+    finally:
+        os.kill(jobs_worker[0], signal.SIGCONT)
+    jobs_log = site_stack.var / "jobs-worker.log"
+    wait_until(lambda: len(re.findall(r"Discarding revoked task: rlweb\.checkpoint_job|is not queued any more: skipping",
+                                      jobs_log.read_text())) >= 2, 120, "the jobs worker did not skip both jobs' messages",
+               lambda: jobs_log.read_text()[-4000:])
+    page.reload()
+    assert [row["status"] for row in job_rows(page)] == ["cancelled", "cancelled", "succeeded"]
+    page.click("#cancel-form button[type=submit]")
+    page.wait_for_function("document.getElementById('run-status').textContent.trim() === 'cancelled'",
+                           timeout=120_000)
+    assert not errors
+
+
+def cancel_waiting_jobs(page, jobs_url: str) -> None:
+    """Ask two jobs while the jobs worker is paused, and cancel both from the page."""
     page.fill("#id_episodes", "5")
     page.click("#checkpoint-job-form button[type=submit]")
     page.wait_for_selector("#checkpoint-jobs li[data-status=queued] form.job-cancel button")
@@ -104,7 +139,7 @@ def test_a_job_waiting_behind_its_training_run_is_cancelled_from_the_page(site_s
         shown = {selector: page.text_content(selector).strip() for selector in
                  ("#run-status", "#checkpoint-job-status", "#checkpoint-job-errors", "#checkpoint-job-field-errors")}
         pytest.fail(f"not 2 queued jobs: {job_rows(page)}; {shown}")
-    assert all("which trains this run first" in row["result"] for row in job_rows(page))
+    assert all("waits for a worker of queue jobs" in " ".join(row["result"].split()) for row in job_rows(page)[:2])
     # the page polls the list every 2 s while jobs wait, but leaves it in place while nothing in it changed:
     # a list replaced under the pointer swallowed a click on its Cancel button (a CI failure)
     page.evaluate("window.shownJobList = document.getElementById('checkpoint-jobs')")
@@ -115,7 +150,7 @@ def test_a_job_waiting_behind_its_training_run_is_cancelled_from_the_page(site_s
     assert page.evaluate("window.shownJobList.isConnected")
     page.click("#checkpoint-jobs li[data-status=queued] form.job-cancel button")  # the newest: the video
     page.wait_for_selector("#checkpoint-jobs li[data-status=cancelled]")
-    video, evaluation = job_rows(page)
+    video, evaluation, _ = job_rows(page)
     assert (video["job"], video["status"], video["result"]) == ("video", "cancelled", "cancelled before a worker took it")
     assert evaluation["status"] == "queued" and page.locator("#checkpoint-jobs form.job-cancel").count() == 1
     card = page.locator("section.card", has=page.locator("#checkpoint-jobs"))
@@ -126,14 +161,3 @@ def test_a_job_waiting_behind_its_training_run_is_cancelled_from_the_page(site_s
     page.wait_for_function("document.querySelectorAll('#checkpoint-jobs li[data-status=cancelled]').length === 2")
     assert page.locator("#checkpoint-jobs form.job-cancel").count() == 0
     assert page.get_attribute("#checkpoint-jobs", "data-unfinished") == "0"
-
-    page.click("#cancel-form button[type=submit]")  # the run ends; its worker is free for the revoked message
-    page.wait_for_function("document.getElementById('run-status').textContent.trim() === 'cancelled'",
-                           timeout=120_000)
-    worker_log = site_stack.var / "worker.log"
-    wait_until(lambda: len(re.findall(r"Discarding revoked task: rlweb\.checkpoint_job|is not queued any more: skipping",
-                                      worker_log.read_text())) >= 2, 120, "the worker did not skip both jobs' messages",
-               lambda: worker_log.read_text()[-4000:])
-    page.reload()
-    assert [row["status"] for row in job_rows(page)] == ["cancelled", "cancelled"]
-    assert not errors

@@ -116,3 +116,22 @@ def migrate(target: tuple[str, str]):
 def migrate_to_latest() -> None:
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+def register_idle_workers(*queue_lists: str, cores: int = 2) -> list[str]:
+    """Write one live entry per argument into the real worker registry (workers.py), as idle Celery workers would:
+    "cpu,gpu" is a worker of both queues; a gpu worker says it has a GPU. The scheduler sends a queued run only to a free worker: with these, the
+    run's message goes out (and waits in Redis, since no process consumes it). Returns the node names."""
+    import time
+
+    from rlweb.experiments import workers
+
+    nodes = []
+    for index, queues in enumerate(queue_lists):
+        node = f"test-worker-{index}@test-host"
+        gpu = "gpu" in queues.split(",")  # a gpu worker has one: the form accepts device cuda only then
+        workers.write_entry({"node": node, "host": "test-host", "queues": queues,
+                             "device": "NVIDIA test GPU" if gpu else "cpu", "gpu_memory_mb": 80000 if gpu else 0, "visible_devices": "", "pid": 1000 + index, "started": time.time(),
+                             "cores": cores})
+        nodes.append(node)
+    return nodes

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from rlweb.experiments.models import Experiment, Run
-from tests.web.helpers import form_data
+from tests.web.helpers import form_data, register_idle_workers
 
 
 def field_block(html: str, name: str) -> str:
@@ -57,6 +57,7 @@ def test_values_typed_before_a_change_of_algorithm_are_kept(owner_client):
 
 def test_a_valid_form_creates_the_experiment_and_one_queued_run_per_seed(owner, owner_client, live_redis,
                                                                           django_capture_on_commit_callbacks):
+    register_idle_workers("cpu", "cpu", "cpu")
     with django_capture_on_commit_callbacks(execute=True):
         response = owner_client.post(reverse("experiment-new"), form_data(num_seeds="3", hp_learning_rate="5e-4"))
     experiment = Experiment.objects.get()
@@ -73,6 +74,7 @@ def test_a_valid_form_creates_the_experiment_and_one_queued_run_per_seed(owner, 
 @pytest.mark.parametrize("device, queue", [("cpu", "cpu"), ("cuda", "gpu"), ("auto", "cpu")])
 def test_runs_go_to_the_queue_of_their_device(owner_client, live_redis, django_capture_on_commit_callbacks,
                                               device, queue):
+    register_idle_workers("cpu", "gpu")
     with django_capture_on_commit_callbacks(execute=True):
         owner_client.post(reverse("experiment-new"), form_data(device=device))
     assert live_redis.llen(queue) == 1
@@ -80,6 +82,7 @@ def test_runs_go_to_the_queue_of_their_device(owner_client, live_redis, django_c
 
 def test_auto_runs_go_to_the_configured_queue(owner_client, live_redis, settings, django_capture_on_commit_callbacks):
     settings.AUTO_QUEUE = "gpu"
+    register_idle_workers("cpu", "gpu")
     with django_capture_on_commit_callbacks(execute=True):
         owner_client.post(reverse("experiment-new"), form_data(device="auto"))
     assert live_redis.llen("gpu") == 1 and live_redis.llen("cpu") == 0

@@ -12,7 +12,7 @@ from django.urls import reverse
 from rlweb.experiments import workers
 from rlweb.experiments.models import Experiment, Run
 from rlweb.settings import named_queues
-from tests.web.helpers import form_data
+from tests.web.helpers import form_data, register_idle_workers
 
 
 def queued_message(live_redis, queue: str) -> tuple[str, list]:
@@ -27,6 +27,7 @@ def queued_message(live_redis, queue: str) -> tuple[str, list]:
 def test_each_device_choice_sends_the_run_to_its_queue(owner_client, live_redis, settings, device, queue,
                                                       django_capture_on_commit_callbacks):
     settings.NAMED_QUEUES = ["host-a", "a100"]
+    register_idle_workers("cpu", "gpu", "host-a", "a100")
     with django_capture_on_commit_callbacks(execute=True):
         response = owner_client.post(reverse("experiment-new"), form_data(device=device))
     assert response.status_code == 302

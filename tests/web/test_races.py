@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from rlweb.experiments import lifecycle
 from rlweb.experiments.models import Experiment, Run
-from tests.web.helpers import form_data
+from tests.web.helpers import form_data, register_idle_workers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,6 +82,7 @@ def test_three_reapers_at_once_lose_and_resume_each_run_once(make_experiment, se
     stale = timezone.now() - timezone.timedelta(seconds=settings.HEARTBEAT_TIMEOUT + 1)
     runs = [Run.objects.create(experiment=experiment, total_steps=100, status="running", attempts=1,
                                started_at=stale, heartbeat_at=stale) for _ in range(5)]
+    register_idle_workers(*["cpu"] * len(runs))
     counts = race(lifecycle.reap_lost_runs, lifecycle.reap_lost_runs, lifecycle.reap_lost_runs)
     assert sum(counts) == len(runs)
     assert set(Run.objects.values_list("status", "auto_resumes")) == {("queued", 1)}
@@ -89,6 +90,7 @@ def test_three_reapers_at_once_lose_and_resume_each_run_once(make_experiment, se
 
 
 def test_a_form_posted_twice_at_the_same_moment_makes_one_experiment(owner, live_redis):
+    register_idle_workers("cpu", "cpu")
     data = form_data(submission_token="9f1c0e5b7a2d4e3f8b6a1c0d2e4f6a8b")
 
     def post():

@@ -13,7 +13,8 @@ from rlweb.experiments import lifecycle
 from rlweb.experiments.models import Experiment, Run
 from rlweb.settings import broker_url
 from tests.conftest import RedisServer
-from tests.web.helpers import form_data
+from rlweb.experiments.tasks import dispatch_runs
+from tests.web.helpers import form_data, register_idle_workers
 
 
 def use_broker(url: str) -> None:
@@ -66,11 +67,12 @@ def test_an_experiment_launched_while_redis_is_down_stays_queued_and_is_sent_whe
     assert response.status_code == 302 and waited < 10
     experiment = Experiment.objects.get()
     assert set(experiment.runs.values_list("status", "send_failed", "error")) == {("queued", True, "")}
-    assert lifecycle.reap_lost_runs() == 0  # still down: they stay queued
+    assert dispatch_runs() == 0  # still down: they stay queued
     assert set(experiment.runs.values_list("status", "send_failed")) == {("queued", True)}
 
     own_redis.start()
-    lifecycle.reap_lost_runs()  # what beat does every 10 s
+    register_idle_workers("cpu", "cpu")  # the workers write their registry entries again
+    assert dispatch_runs() == 2  # what beat does every 5 s
     assert set(experiment.runs.values_list("status", "send_failed")) == {("queued", False)}
     assert own_redis.client().llen("cpu") == 2
     print(f"the launch answered in {waited:.2f} s with Redis down")
@@ -85,5 +87,6 @@ def test_a_run_resumed_while_redis_is_down_is_sent_when_it_is_back(owner_client,
     queued_run.refresh_from_db()
     assert (queued_run.status, queued_run.resume_requested, queued_run.send_failed) == ("queued", True, True)
     own_redis.start()
-    lifecycle.reap_lost_runs()
+    register_idle_workers("cpu")
+    dispatch_runs()
     assert own_redis.client().llen("cpu") == 1 and not Run.objects.get(pk=queued_run.pk).send_failed

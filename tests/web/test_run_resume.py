@@ -16,7 +16,7 @@ from django.utils import timezone
 from rlweb.experiments import lifecycle, redis_keys
 from rlweb.experiments.models import Checkpoint, Event, Experiment, Run
 from rlweb.experiments.tasks import train_run
-from tests.web.helpers import events_of, parse_sse, read_sse, sse_text
+from tests.web.helpers import events_of, parse_sse, read_sse, register_idle_workers, sse_text
 
 TOTAL = 6_000
 EVAL_INTERVAL = 500
@@ -105,6 +105,7 @@ def test_a_cancelled_run_resumes_from_its_final_checkpoint_and_its_history_stays
     assert final.step == stopped_at
     assert live_redis.exists(redis_keys.stop_key(run.pk))  # the cancel's flag is still there
 
+    register_idle_workers("cpu")
     with django_capture_on_commit_callbacks(execute=True):
         response = resume(owner_client, run)
     assert response.status_code == 302 and response["Location"] == run.get_absolute_url()

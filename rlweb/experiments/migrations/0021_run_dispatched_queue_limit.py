@@ -26,6 +26,11 @@ class Migration(migrations.Migration):
             name='dispatched_at',
             field=models.DateTimeField(blank=True, help_text='When the scheduler sent this queued attempt to a free worker (scheduler.py); None: it waits.', null=True),
         ),
+        migrations.AddField(
+            model_name='checkpointjob',
+            name='queue',
+            field=models.CharField(blank=True, help_text="The Celery queue it was sent to: jobs, or its run's own when no jobs worker was up.", max_length=60),
+        ),
         migrations.CreateModel(
             name='QueueLimit',
             fields=[
