@@ -14,6 +14,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
 from rlweb.accounts.models import Invitation, SiteSettings
+from rlweb.api.models import ApiToken
 from rlweb.experiments.models import Checkpoint, Experiment, Run, Video
 from rlweb.sweeps.models import Sweep, Trial
 from tests.web.helpers import PASSWORD, body_of
@@ -21,7 +22,9 @@ from tests.web.helpers import PASSWORD, body_of
 SECRET = "owner-secret-7f3a"  # in the owner's experiment name, video file and invitation note
 ANONYMOUS_PAGES = {"login", "signup", "invitation-accept", "admin:login"}  # meant for visitors
 LOGIN_PAGES = ("/login/?next=", "/admin/login/?next=")
-OBJECT_KWARGS = {"experiment_id", "run_id", "checkpoint_id", "video_id", "invitation_id", "sweep_id", "user_id"}
+OBJECT_KWARGS = {"experiment_id", "run_id", "checkpoint_id", "video_id", "invitation_id", "sweep_id", "user_id",
+                 "token_id"}
+API_PUBLIC = {"api-1:openapi-json", "api-1:openapi-view", "api-1:api-root"}  # schema, docs and root (a 404): no data
 ROUTE_PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>|\(\?P<(\w+)>[^)]*\)")
 
 
@@ -51,7 +54,14 @@ def every_pattern(resolver=None, prefix="", namespace=None):
             yield Pattern(route, name, entry.callback, {a or b for a, b in ROUTE_PARAMETER.findall(route)})
 
 
-PATTERNS = list(every_pattern())
+def first_per_route(patterns):
+    """One pattern per route: the API names each method of a path (`GET` and `DELETE /api/experiments/<id>`) with a
+    pattern of its own, and the first one answers them all."""
+    seen = set()
+    return [pattern for pattern in patterns if not (pattern.route in seen or seen.add(pattern.route))]
+
+
+PATTERNS = first_per_route(every_pattern())
 
 
 @pytest.fixture
@@ -73,6 +83,7 @@ def world(owner, stranger, admin_user, trained_run, make_experiment):
     values = {"experiment_id": experiment.pk, "run_id": trained_run.pk, "checkpoint_id": trained_run.checkpoints.first().pk,
               "video_id": video.pk, "invitation_id": invitation.pk, "token": invitation.token, "sweep_id": sweep.pk,
               "user_id": owner.pk,  # the staff's Users page clears this user's failed sign-ins
+              "token_id": ApiToken.issue(owner, SECRET)[0].pk,
               # the admin's own patterns: anyone but staff is sent to a login page before these are read
               "object_id": experiment.pk, "id": owner.pk, "content_type_id": 1, "app_label": "experiments",
               "url": "no-such-page/"}
@@ -105,6 +116,7 @@ def assert_nothing_changed(world):
     assert set(Experiment.objects.values_list("owner__username", flat=True)) == {"owner"}
     sweep = Sweep.objects.get(pk=world["sweep"].pk)  # neither cancelled, extended nor deleted, and no best launched
     assert (sweep.status, sweep.trials, Experiment.objects.count()) == ("cancelled", 20, 1)
+    assert not ApiToken.objects.filter(revoked_at__isnull=False).exists()
 
 
 def test_the_walker_sees_every_view_of_the_site():
@@ -126,7 +138,10 @@ def test_anonymous_visitors_are_sent_to_a_login_page_and_see_nothing(world):
             content = body_of(response)
             assert response.status_code < 500, (method, url, response.status_code)
             assert SECRET.encode() not in content, (method, url)
-            if pattern.name not in ANONYMOUS_PAGES:
+            if pattern.route.startswith("api/"):  # the API answers itself, never with a login page
+                assert response.status_code in ((200, 404, 405) if pattern.name in API_PUBLIC else (401, 405)), (
+                    method, url, response.status_code)
+            elif pattern.name not in ANONYMOUS_PAGES:
                 assert response.status_code == 302, (method, url, response.status_code)
                 assert response["Location"].startswith(LOGIN_PAGES), (method, url, response["Location"])
     assert_nothing_changed(world)
@@ -151,7 +166,9 @@ def test_a_signed_in_stranger_gets_404_for_other_users_objects_and_never_their_d
                     assert response.status_code == 302 and response["Location"].startswith(
                         ("/admin/login/", "/admin/?")) or response["Location"] == "/admin/", (method, url)
             elif pattern.kwargs & OBJECT_KWARGS or pattern.route.startswith("users/"):
-                assert response.status_code in (403, 404, 405), (method, url, response.status_code)
+                # the API checks a body before the object: a form-encoded one is refused (400, 422) unread
+                refused = (403, 404, 405, 400, 422) if pattern.route.startswith("api/") else (403, 404, 405)
+                assert response.status_code in refused, (method, url, response.status_code)
                 counts["refused"] += 1
             else:
                 counts["own pages"] += 1  # lists, forms and compare: the stranger's own (empty) view
@@ -172,6 +189,8 @@ def test_the_owner_reaches_every_object_the_stranger_was_refused(world):
         response = client.get(url_of(pattern, world))
         # a DQN run has no Q-table: the view's own JSON answer, past the ownership check's HTML 404
         answered = response.status_code == 404 and response["Content-Type"] == "application/json"
+        # the run is not one logged from a script: the logged-runs API's own 404, past the ownership check
+        answered = answered or response.status_code == 404 and pattern.route.startswith("api/logged-runs/")
         assert response.status_code in (200, 405) or answered, (pattern.name, response.status_code)
 
 
@@ -183,6 +202,8 @@ def test_every_post_without_a_csrf_token_is_refused(world):
     for pattern in PATTERNS:
         for role, client in clients.items():
             response = client.post(url_of(pattern, world), {"open": "True", "note": "x", "days": "7"})
+            if pattern.route.startswith("api/") and response.status_code == 405:
+                continue  # a path of the API that takes no POST
             assert response.status_code == 403, (role, pattern.name, response.status_code)
             assert b"CSRF" in body_of(response)
     assert_nothing_changed(world)
