@@ -205,3 +205,18 @@ def test_no_point_is_lost_or_doubled_while_the_server_is_out_of_reach_for_ten_se
     run = Run.objects.select_related("experiment").get(pk=result["id"])
     assert_stored_as_logged(run, result["logged"], tmp_path)
     assert "retrying" in result["stderr"] and not (tmp_path / "offline").exists()
+
+
+def test_the_readmes_example_script_runs_as_written(live_server, owner, tmp_path):
+    section = (CLIENT.parent / "README.md").read_text().split("## From your own script\n", 1)[1]
+    (tmp_path / "train.py").write_text(section.split("```python\n", 1)[1].split("```", 1)[0])
+    _, token = ApiToken.issue(owner, "my-script")
+    done = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(CLIENT), "RLWEB_URL": live_server.url,
+                               "RLWEB_TOKEN": token})
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    run = Run.objects.select_related("experiment").get()
+    assert done.stdout == f"live at {live_server.url}{run.get_absolute_url()}\n"
+    assert run.experiment.name == "cartpole-random" and run.status == Run.Status.SUCCEEDED
+    returns = [event.values["charts/episodic_return"] for event in Event.objects.filter(run=run, kind="train")]
+    assert len(returns) > 50 and all(return_ >= 1 for return_ in returns)
