@@ -129,6 +129,7 @@ class Run:
         self._thread.join(timeout)
         if self._thread.is_alive():
             self._go_offline(f"finish() could not send everything to {self.api.site} within {timeout:g} s")
+        self._spill()  # what was queued offline after the thread ended, if it did
 
     @property
     def pending(self) -> int:
@@ -155,6 +156,12 @@ class Run:
     # --- the background thread
 
     def _send_loop(self) -> None:
+        try:
+            self._send()
+        except Exception as error:  # a bug of ours must not lose the run: the rest goes to the offline file
+            self._go_offline(f"the client's sending thread failed ({error!r})")
+
+    def _send(self) -> None:
         while True:
             with self._wake:
                 self._wait_for_work()
