@@ -56,7 +56,7 @@ def test_an_algorithm_that_cannot_act_in_the_environment_is_refused_like_the_for
 def test_unknown_fields_and_hyperparameters_are_refused_by_name(owner_api):
     response = owner_api.post_json("/api/experiments", {**TINY, "colour": "red"})
     assert response.status_code == 422
-    assert response.json()["detail"][0]["loc"] == ["body", "body", "colour"] or "colour" in str(response.json())
+    assert response.json()["detail"][0]["loc"] == ["body", "body", "colour"]  # ninja names the parameter, then the field
     response = owner_api.post_json("/api/experiments", {**TINY, "hyperparameters": {"warp_factor": 9}})
     assert response.status_code == 422
     assert "hyperparameters.warp_factor" in errors_by_field(response)
@@ -66,7 +66,7 @@ def test_unknown_fields_and_hyperparameters_are_refused_by_name(owner_api):
 def test_wrong_types_and_bad_json_get_4xx(owner_api):
     assert owner_api.post_json("/api/experiments", {**TINY, "num_seeds": "many"}).status_code == 422
     assert owner_api.post_json("/api/experiments", {**TINY, "tags": "a"}).status_code == 422
-    assert owner_api.post_json("/api/experiments", "{not json").status_code in (400, 422)
+    assert owner_api.post_json("/api/experiments", "{not json").status_code == 400
     assert owner_api.post_json("/api/experiments", "[1, 2]").status_code in (400, 422)
     assert not Experiment.objects.exists()
 
