@@ -30,45 +30,59 @@ settings.REDIS_URL = f"unix://{settings.VAR_DIR}/redis.sock?db=0"  # the site's 
 AHEAD = timezone.now() + timedelta(days=1)  # no worker beats for these runs: the lost-run reaper leaves them
 """
 
-MAKE_RUN = """
+MAKE_RUNS = """
 from django.contrib.auth import get_user_model
 from rlweb.experiments.models import Experiment, Run
 from rlweb.experiments.sink import RedisSink
 owner = get_user_model().objects.get(username=USERNAME)
-experiment = Experiment.objects.create(owner=owner, name="live points", algorithm="dqn", env_id="CartPole-v1",
-                                       total_steps=10**7, auto_resume=False, device="cpu")
-# running with a heartbeat from the start: one left empty is stale at once, and beat (every 10 s) took the run
-# for lost while its history was written (its page then never went live: CI failures of these tests)
-run = Run.objects.create(experiment=experiment, seed=0, total_steps=10**7, status="running", attempts=1,
-                         started_at=timezone.now(), first_started_at=timezone.now(), heartbeat_at=AHEAD)
-sink = RedisSink(run, batch_size=10**6, flush_seconds=10**6)
-for step, value in POINTS:
-    sink.emit({"kind": "episode", "step": step, "time": step / 1000,
-               "values": {"rollout/episode_return": value, "rollout/episode_length": int(value) + 20}})
-sink.flush()
-Run.objects.filter(pk=run.pk).update(heartbeat_at=AHEAD)  # after the sink's, which beats it now
-result = run.pk
+result = []
+for _ in range(COUNT):
+    experiment = Experiment.objects.create(owner=owner, name="live points", algorithm="dqn", env_id="CartPole-v1",
+                                           total_steps=10**7, auto_resume=False, device="cpu")
+    # running with a heartbeat from the start: one left empty is stale at once, and beat (every 10 s) took the run
+    # for lost while its history was written (its page then never went live: CI failures of these tests)
+    run = Run.objects.create(experiment=experiment, seed=0, total_steps=10**7, status="running", attempts=1,
+                             started_at=timezone.now(), first_started_at=timezone.now(), heartbeat_at=AHEAD)
+    sink = RedisSink(run, batch_size=10**6, flush_seconds=10**6)
+    for step, value in POINTS:
+        sink.emit({"kind": "episode", "step": step, "time": step / 1000,
+                   "values": {"rollout/episode_return": value, "rollout/episode_length": int(value) + 20}})
+    sink.flush()
+    result.append(run.pk)
+Run.objects.filter(pk__in=result).update(heartbeat_at=AHEAD)  # after the sinks', which beat them now
 """
 
 EMIT = """
 import time
 from rlweb.experiments.models import Run
 from rlweb.experiments.sink import RedisSink
-sink = RedisSink(Run.objects.get(pk=RUN))
+sinks = {run: RedisSink(Run.objects.get(pk=run)) for run in REPORTS}
 started = time.perf_counter()
-for index, (step, value) in enumerate(POINTS):
-    time.sleep(max(0.0, started + index / RATE - time.perf_counter()))
-    sink.emit({"kind": "episode", "step": step, "time": step / 1000,
-               "values": {"rollout/episode_return": value, "rollout/episode_length": int(value) + 20}})
-sink.flush()
-Run.objects.filter(pk=RUN).update(heartbeat_at=AHEAD)
-result = sink.seq
+index = 0
+for run, points in REPORTS.items():
+    for step, value in points:
+        time.sleep(max(0.0, started + index / RATE - time.perf_counter()))
+        sinks[run].emit({"kind": "episode", "step": step, "time": step / 1000,
+                         "values": {"rollout/episode_return": value, "rollout/episode_length": int(value) + 20}})
+        index += 1
+for sink in sinks.values():
+    sink.flush()
+Run.objects.filter(pk__in=REPORTS).update(heartbeat_at=AHEAD)
+result = [sinks[run].seq for run in REPORTS]
 """
 
 
-def emit(site_stack, run_id: int, points: list[tuple[int, float]], rate: float = 300) -> int:
-    """Report `points` (step, return) as episodes of the run, `rate` a second, from a process of their own."""
-    code = f"RUN, RATE, POINTS = {run_id}, {rate}, {points!r}\n" + SITE_REDIS + EMIT
+def make_runs(site_stack, username: str, points: list[tuple[int, float]], count: int = 1) -> list[int]:
+    """`count` runs of the user, running (no worker trains them), each with `points` (step, return) stored as
+    episodes."""
+    return site_stack.orm(f"USERNAME, POINTS, COUNT = {username!r}, {points!r}, {count}\n" + SITE_REDIS + MAKE_RUNS)
+
+
+def emit(site_stack, reports: dict[int, list[tuple[int, float]]], rate: float = 300) -> list[int]:
+    """Report points (step, return) as episodes of runs (`reports`: run -> its points), `rate` a second in all, from
+    one process of their own (each `site_stack.orm` starts Python, Django and torch: seconds on a loaded machine);
+    the last seq of each run."""
+    code = f"REPORTS, RATE = {reports!r}, {rate}\n" + SITE_REDIS + EMIT
     return site_stack.orm(textwrap.dedent(code))
 
 
@@ -106,13 +120,22 @@ def settle(page, seq: int) -> None:
     page.wait_for_function(f"!{RETURNS}.querySelector('.live-tail polyline')", timeout=10_000)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def signup_open(site_stack):
+    """Sign-up kept open after the site's first account (rlweb.accounts.signup): each test signs up its own user."""
+    site_stack.orm("""
+        from rlweb.accounts.models import SiteSettings
+        result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
+    """)
+
+
 def test_every_live_point_is_drawn_once_through_the_append_path_with_correct_smoothing(site_stack, site, browser):
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
     page.set_default_timeout(30_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     sign_up(page, site, USERNAME, PASSWORD)
-    run_id = site_stack.orm(f"USERNAME, POINTS = {USERNAME!r}, {episodes(1, HISTORY)!r}\n" + SITE_REDIS + MAKE_RUN)
+    [run_id] = make_runs(site_stack, USERNAME, episodes(1, HISTORY))
     page.goto(f"{site}/runs/{run_id}/")
     page.wait_for_function("document.getElementById('run-page').dataset.ready === '1'")
     try:
@@ -135,7 +158,7 @@ def test_every_live_point_is_drawn_once_through_the_append_path_with_correct_smo
 
     # 1,000 live episodes: each drawn, first on the tail, and then all of them in plotly's traces
     first_live = episodes(HISTORY + 1, 1000)
-    last_seq = emit(site_stack, run_id, first_live)
+    [last_seq] = emit(site_stack, {run_id: first_live})
     settle(page, last_seq)
     after = drawn(page)
     assert after["raw"]["x"] == start["raw"]["x"] + [step for step, _ in first_live]
@@ -153,7 +176,7 @@ def test_every_live_point_is_drawn_once_through_the_append_path_with_correct_smo
     # another smoothing while points come: the line is smoothed again, then grows with the new weight
     page.fill("#smoothing", "0.9")
     second_live = episodes(HISTORY + 1001, 300)
-    last_seq = emit(site_stack, run_id, second_live)
+    [last_seq] = emit(site_stack, {run_id: second_live})
     settle(page, last_seq)
     after = drawn(page)
     assert len(after["raw"]["x"]) == history + 1300 and after["raw"]["x"] == sorted(after["raw"]["x"])
@@ -163,7 +186,7 @@ def test_every_live_point_is_drawn_once_through_the_append_path_with_correct_smo
     third_live = episodes(HISTORY + 1301, 2500)
     third_live[700] = (third_live[700][0], 10_000.0)  # a spike and a dip, which must survive
     third_live[1900] = (third_live[1900][0], -10_000.0)
-    last_seq = emit(site_stack, run_id, third_live, rate=500)
+    [last_seq] = emit(site_stack, {run_id: third_live}, rate=500)
     settle(page, last_seq)
     after = drawn(page)
     total = HISTORY + 1300 + 2500
@@ -194,13 +217,8 @@ def test_more_run_pages_than_the_browser_has_connections_all_follow_their_runs(s
     its own, would leave 2 of them (and every other request) waiting. They share one stream (live_worker.js)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    site_stack.orm("""
-        from rlweb.accounts.models import SiteSettings
-        result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
-    """)  # the first sign-up of the site closed it
     sign_up(page, site, "tabs", PASSWORD)
-    run_ids = [site_stack.orm(f"USERNAME, POINTS = 'tabs', {episodes(1, 100)!r}\n" + SITE_REDIS + MAKE_RUN)
-               for _ in range(8)]
+    run_ids = make_runs(site_stack, "tabs", episodes(1, 100), count=8)
     tabs = [context.new_page() for _ in run_ids]
     for tab, run_id in zip(tabs, run_ids):
         tab.goto(f"{site}/runs/{run_id}/", wait_until="commit")
@@ -212,7 +230,7 @@ def test_more_run_pages_than_the_browser_has_connections_all_follow_their_runs(s
         except PlaywrightTimeoutError:  # once in a CI run at load ~6: what each tab and the server were doing
             pytest.fail(f"tab {tabs.index(tab)} of 8 is not following its run:\n{tab_states(tabs)}\n"
                         f"{stream_requests(site_stack)}")
-    seqs = [emit(site_stack, run_id, episodes(101 + index, 1)) for index, run_id in enumerate(run_ids)]
+    seqs = emit(site_stack, {run_id: episodes(101 + index, 1) for index, run_id in enumerate(run_ids)})
     for tab, seq, index in zip(tabs, seqs, range(8)):
         tab.wait_for_function(f"Number(document.getElementById('run-page').dataset.drawnSeq) === {seq}")
         steps = tab.evaluate(f"Array.from({RETURNS}.data.find((trace) => trace.name === 'raw').x).slice(-2)")
@@ -229,12 +247,8 @@ def test_a_stream_refused_with_an_http_error_is_opened_again_and_no_point_is_los
     and every point reported meanwhile is drawn."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    site_stack.orm("""
-        from rlweb.accounts.models import SiteSettings
-        result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
-    """)  # the first sign-up of the site closed it
     sign_up(page, site, "refused", PASSWORD)
-    run_id = site_stack.orm(f"USERNAME, POINTS = 'refused', {episodes(1, 100)!r}\n" + SITE_REDIS + MAKE_RUN)
+    [run_id] = make_runs(site_stack, "refused", episodes(1, 100))
     refused, passed = [], []
 
     def refuse_once(route):
@@ -248,7 +262,7 @@ def test_a_stream_refused_with_an_http_error_is_opened_again_and_no_point_is_los
     context.route(f"{site}/runs/{run_id}/stream*", refuse_once)
     page.goto(f"{site}/runs/{run_id}/")
     page.wait_for_function("document.getElementById('run-page').dataset.ready === '1'")
-    seq = emit(site_stack, run_id, episodes(101, 20))  # while the page's stream is refused
+    [seq] = emit(site_stack, {run_id: episodes(101, 20)})  # while the page's stream is refused
     page.wait_for_selector("#live-indicator:not([hidden])", timeout=60_000)  # 2 s later
     settle(page, seq)
     assert len(refused) == 1
@@ -265,7 +279,7 @@ def test_a_stream_refused_with_an_http_error_is_opened_again_and_no_point_is_los
             break
         page.wait_for_timeout(100)
     assert len(refused) == 1 and len(passed) == 1
-    emit(site_stack, run_id, episodes(121, 5))  # the open stream tells the page, which fetches the new points
+    emit(site_stack, {run_id: episodes(121, 5)})  # the open stream tells the page, which fetches the new points
     page.wait_for_function("() => Array.from(document.querySelectorAll('#compare-page .chart')).some((chart) => "
                            "chart.data && chart.data.some((trace) => Array.from(trace.x).includes(1250)))",
                            timeout=60_000)
@@ -277,13 +291,9 @@ def test_a_constant_metric_is_drawn_flat_in_a_padded_range_on_the_compare_page(s
     values by rounding, and plotly's autorange drew that as steps and drops in a band 1e-13 wide."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    site_stack.orm("""
-        from rlweb.accounts.models import SiteSettings
-        result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
-    """)  # the first sign-up of the site closed it
     sign_up(page, site, "constant", PASSWORD)
     points = [(10 * index, 180.0) for index in range(1, 41)]
-    run_id = site_stack.orm(f"USERNAME, POINTS = 'constant', {points!r}\n" + SITE_REDIS + MAKE_RUN)
+    [run_id] = make_runs(site_stack, "constant", points)
     page.goto(f"{site}/compare/?runs={run_id}")
     page.wait_for_function("document.getElementById('compare-page').dataset.ready === '1'")
     low, high = page.evaluate("Array.from(document.getElementById('chart-rollout-episode-length')._fullLayout.yaxis"
