@@ -22,8 +22,9 @@ from tests.e2e.stack import REPO, SCREENSHOTS, charts_fit, painted
 pytestmark = pytest.mark.e2e
 
 USERNAME, PASSWORD = "grace", "a long compare password 5"
-REAL_RUN = {"name": "real DQN", "total_steps": "6000", "eval_interval": "2000", "eval_episodes": "2",
-            "checkpoint_interval": "0", "video_interval": "3000", "hp_learning_starts": "500", "hp_buffer_size": "5000", "hp_batch_size": "32",
+# short: the last tests wait until it has trained to its end (two videos, at 1500 and 3000 steps)
+REAL_RUN = {"name": "real DQN", "total_steps": "3000", "eval_interval": "1500", "eval_episodes": "2",
+            "checkpoint_interval": "0", "video_interval": "1500", "hp_learning_starts": "500", "hp_buffer_size": "5000", "hp_batch_size": "32",
             "hp_train_frequency": "4", "hp_target_update_interval": "250", "hp_hidden_layers": "32,32"}
 # null-safe: it is also evaluated while a click navigates away and the next page has no #compare-page yet
 READY = "document.getElementById('compare-page')?.dataset.ready === '1'"
