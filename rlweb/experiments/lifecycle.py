@@ -35,9 +35,10 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from trainer.events import make_event
+from trainer.runner import interval_errors
 
 from rlweb.celery import app  # revoking a queued run's message
-from rlweb.experiments import history, redis_keys, scheduler, signals
+from rlweb.experiments import history, redis_keys, scheduler, signals, storage_use
 from rlweb.experiments.sink import RedisSink, worker_sink
 from rlweb.experiments.models import Checkpoint, Experiment, Run
 
@@ -423,6 +424,27 @@ def resume(run: Run, automatic: bool = False) -> bool:
             logger.warning("run %s: cannot clear its stop flag and stream (%s)", run.pk, error)
         enqueue(run)
     return True
+
+
+def resume_refusal(run: Run) -> str | None:
+    """Why its owner may not resume `run` now (None: they may): their storage is full, or its experiment asks for
+    more than the site allows today (bounds that came after it was launched: intervals, the work per step). Said
+    before it is queued, rather than the worker failing it. A lost run that resumes by itself is not held to this:
+    it keeps its best and final checkpoints at the storage limit, as a running run does."""
+    experiment = run.experiment
+    full = storage_use.full_message(experiment.owner)
+    if full:
+        return full
+    errors = interval_errors(run.total_steps, experiment.checkpoint_interval, experiment.video_interval)
+    try:
+        trainer.validate(experiment.algorithm, experiment.env_id, experiment.hyperparameters)
+    except trainer.ConfigError as error:
+        errors.update(error.errors)
+    if not errors:
+        return None
+    listed = "; ".join(f"{name}: {message}" for name, message in errors.items())
+    return (f"This run asks for more than this site allows now ({listed}). Clone its experiment, change those "
+            "settings and launch the clone.")
 
 
 # --- cancel -------------------------------------------------------------------------------------------------

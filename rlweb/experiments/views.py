@@ -195,8 +195,11 @@ def run_cancel(request, run_id: int):
 @require_POST
 def run_resume(request, run_id: int):
     run = owned_run(request, run_id)
+    refusal = None if run.experiment.is_logged or not run.is_resumable else lifecycle.resume_refusal(run)
     if run.experiment.is_logged:
         messages.info(request, LOGGED_ONLY)
+    elif refusal:
+        messages.error(request, refusal)
     elif lifecycle.resume(run):
         messages.success(request, "Queued again: it goes on from its last checkpoint.")
     else:

@@ -339,3 +339,24 @@ def test_a_lost_and_resumed_runs_log_says_why_its_attempt_was_lost_and_where_it_
                               "checkpoint": None}  # no checkpoint: from scratch
     log = owner_client.get(reverse("run-history", args=[queued_run.pk])).json()["log"]
     assert "resumed" in [event["kind"] for event in log]
+
+
+def test_resume_is_refused_with_why_when_the_owners_storage_is_full(owner_client, queued_run, settings, live_redis):
+    settings.STORAGE_QUOTA_MB = 1
+    Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.CANCELLED)
+    Checkpoint.objects.create(run=queued_run, tag="final", step=10, file="checkpoints/none.zip", size=2 * 2**20)
+    response = owner_client.post(reverse("run-resume", args=[queued_run.pk]), follow=True)
+    assert "Your checkpoints and videos take 2.0 MB of the 1.0 MB" in response.content.decode()
+    queued_run.refresh_from_db()
+    assert queued_run.status == Run.Status.CANCELLED and not queued_run.resume_requested
+
+
+def test_resume_is_refused_with_why_when_the_run_asks_for_more_than_the_site_now_allows(owner_client,
+                                                                                       make_experiment, live_redis):
+    experiment = make_experiment(total_steps=50_000, checkpoint_interval=1)  # launched before the interval bounds
+    run = Run.objects.create(experiment=experiment, total_steps=50_000, status=Run.Status.LOST, steps_done=10)
+    page = owner_client.post(reverse("run-resume", args=[run.pk]), follow=True).content.decode()
+    assert "This run asks for more than this site allows now (checkpoint_interval: must be 0 (off) or at least 50" in page
+    assert "Clone its experiment" in page
+    run.refresh_from_db()
+    assert run.status == Run.Status.LOST
