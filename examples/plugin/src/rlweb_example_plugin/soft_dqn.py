@@ -27,8 +27,9 @@ from trainer.registry import DQN_FAMILY, AlgorithmSpec
 
 @dataclass
 class SoftDQNConfig(DQNConfig):
-    # the entropy temperature: 0 would be DQN's hard max; larger values act and bootstrap more uniformly
-    temperature: float = param(0.05, "Entropy temperature T of the soft value and the Boltzmann policy.", low=0,
+    # the entropy temperature: 0 would be DQN's hard max; larger values act and bootstrap more uniformly. The bonus
+    # is worth up to T log(actions) a step: kept below the rewards' scale, or dawdling pays more than arriving
+    temperature: float = param(0.005, "Entropy temperature T of the soft value and the Boltzmann policy.", low=0,
                                low_inclusive=False, high=100, live=True)
 
     def check(self) -> dict[str, str]:
