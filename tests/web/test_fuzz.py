@@ -125,7 +125,9 @@ def experiment_posts(draw) -> list[tuple[str, str]]:
 
 
 def queued(redis_client) -> int:
-    return sum(redis_client.llen(queue) for queue in ("cpu", "gpu"))
+    """Runs waiting for a worker (the scheduler sends them when one is free; test_scheduler.py), and messages sent."""
+    waiting = Run.objects.filter(status=Run.Status.QUEUED).exclude(task_id="").count()
+    return waiting + sum(redis_client.llen(queue) for queue in ("cpu", "gpu"))
 
 
 def launched_or_refused(post, redis_client):

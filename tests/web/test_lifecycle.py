@@ -9,6 +9,7 @@ from django.utils import timezone
 from rlweb.experiments import lifecycle, redis_keys
 from rlweb.experiments.models import Run
 from rlweb.experiments.tasks import PROCESS_STARTED, reclaim_runs, train_run
+from tests.web.helpers import register_idle_workers
 
 
 def running(run, heartbeat_seconds_ago: float = 0, worker: str = "celery@box", **fields) -> Run:
@@ -31,6 +32,7 @@ def test_a_lost_run_is_queued_again_by_itself_and_trains_on_from_its_checkpoint(
         trained_run, settings, live_redis, django_capture_on_commit_callbacks):
     final = trained_run.checkpoints.get(tag="final")
     run = running(trained_run, heartbeat_seconds_ago=settings.HEARTBEAT_TIMEOUT + 1, steps_done=final.step)
+    register_idle_workers("cpu")
     with django_capture_on_commit_callbacks(execute=True):
         assert lifecycle.reap_lost_runs() == 1
     run.refresh_from_db()
@@ -97,6 +99,7 @@ def test_a_starting_worker_reclaims_at_once_the_runs_its_earlier_incarnation_hel
     class Consumer:  # what Celery's worker_ready signal passes: the consumer of the worker that started
         hostname = "celery@box"
 
+    register_idle_workers("cpu")
     with django_capture_on_commit_callbacks(execute=True):
         reclaim_runs(sender=Consumer())
     statuses = dict(Run.objects.values_list("pk", "status"))

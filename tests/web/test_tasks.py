@@ -8,11 +8,12 @@ from django.urls import reverse
 from rlweb.experiments import redis_keys
 from rlweb.experiments.models import Checkpoint, Event, Experiment, Run
 from rlweb.experiments.tasks import train_run
-from tests.web.helpers import form_data, read_sse
+from tests.web.helpers import form_data, read_sse, register_idle_workers
 
 
 def test_a_run_created_in_the_form_trains_and_its_events_reach_redis_the_database_and_the_stream(
         owner_client, live_redis, django_capture_on_commit_callbacks):
+    register_idle_workers("cpu")
     with django_capture_on_commit_callbacks(execute=True):
         response = owner_client.post(reverse("experiment-new"), form_data())
     experiment = Experiment.objects.get()
