@@ -220,13 +220,12 @@ def rediscover() -> None:
 
 def check_spec(name: str, spec) -> None:
     """Refuse what an entry point gives unless the form, the CLI and the runner can use it as they use ours."""
-    from trainer.agent import Agent  # (trainer.agent imports this module, through trainer.checkpoint)
-
     if not isinstance(spec, AlgorithmSpec):
         raise TypeError(f"the entry point gives a {type(spec).__name__}, not a trainer.registry.AlgorithmSpec")
     if spec.name != name:
         raise ValueError(f"the entry point is named {name!r} but its spec {spec.name!r}")
-    if not (isinstance(spec.agent_class, type) and issubclass(spec.agent_class, Agent)):
+    if not (isinstance(spec.agent_class, type) and "trainer.agent.Agent" in {  # (trainer.agent imports this module)
+            f"{base.__module__}.{base.__qualname__}" for base in spec.agent_class.__mro__}):
         raise TypeError("agent_class must be a subclass of trainer.agent.Agent")
     if not dataclasses.is_dataclass(spec.config_class):
         raise TypeError("config_class must be a dataclass whose fields are declared with trainer.params.param")
