@@ -13,6 +13,7 @@ from rlweb.experiments import lifecycle, lists
 from rlweb.experiments.forms import ExperimentForm
 from rlweb.experiments.models import Run
 from rlweb.experiments.views import owned_experiment
+from rlweb.logged import runs as logged_runs
 
 router = Router(tags=["experiments"])
 
@@ -115,7 +116,8 @@ class CancelOut(Schema):
 def experiment_cancel(request, experiment_id: int):
     """Cancel every queued or running run of the experiment."""
     experiment = owned_experiment(request, experiment_id)
-    outcomes = [lifecycle.cancel(run) for run in experiment.runs.filter(status__in=Run.ACTIVE)]
+    cancel = logged_runs.cancel if experiment.is_logged else lifecycle.cancel  # a logged run ends at once
+    outcomes = [cancel(run) for run in experiment.runs.filter(status__in=Run.ACTIVE)]
     return {"cancelled": outcomes.count(Run.Status.CANCELLED), "stopping": outcomes.count("stopping")}
 
 

@@ -17,7 +17,8 @@ from rlweb.experiments import files, history, lifecycle, lists
 from rlweb.experiments.forms import HYPERPARAMETER_PREFIX
 from rlweb.experiments.live_changes import LiveChangeForm, request_change
 from rlweb.experiments.models import Checkpoint, Run, Video
-from rlweb.experiments.views import owned_run
+from rlweb.experiments.views import LOGGED_ONLY, owned_run
+from rlweb.logged import runs as logged_runs
 
 router = Router(tags=["runs"])
 BIGGEST_ID = 2**63 - 1  # what a database column holds
@@ -57,14 +58,20 @@ class Outcome(Schema):
 @router.post("/runs/{run_id}/cancel", response=Outcome)
 def run_cancel(request, run_id: int):
     """`cancelled` (it had not started), `stopping` (it saves a final checkpoint, then ends cancelled) or `ended`
-    (it had already ended)."""
-    return {"outcome": lifecycle.cancel(owned_run(request, run_id))}
+    (it had already ended). A run logged from a script ends cancelled at once; its script hears 409."""
+    run = owned_run(request, run_id)
+    if run.experiment.is_logged:
+        ended = run.status in logged_runs.ENDED
+        return {"outcome": "ended" if ended or logged_runs.cancel(run) != Run.Status.CANCELLED else "cancelled"}
+    return {"outcome": lifecycle.cancel(run)}
 
 
 @router.post("/runs/{run_id}/resume", response=Outcome)
 def run_resume(request, run_id: int):
-    """Queue a cancelled or lost run again from its latest checkpoint; 409 for any other."""
+    """Queue a cancelled or lost run again from its latest checkpoint; 409 for any other, and for a logged run."""
     run = owned_run(request, run_id)
+    if run.experiment.is_logged:
+        raise HttpError(409, LOGGED_ONLY)
     if not lifecycle.resume(run):
         raise HttpError(409, f"Only a cancelled or lost run can be resumed; this one is {run.status}.")
     return {"outcome": "queued"}
@@ -77,8 +84,10 @@ class ChangeIn(Body):
 @router.post("/runs/{run_id}/hyperparameters", response=dict)
 def run_change(request, run_id: int, body: ChangeIn):
     """Change live hyperparameters of a running run, checked as on its page (errors by field, 422); 409 when it
-    is not running, 503 when its worker cannot be reached. Answers the recorded change."""
+    is not running or logged from a script, 503 when its worker cannot be reached. Answers the recorded change."""
     run = owned_run(request, run_id)
+    if run.experiment.is_logged:
+        raise HttpError(409, LOGGED_ONLY)
     if run.status != Run.Status.RUNNING:
         raise HttpError(409, f"Only a running run takes changes; this one is {run.status}.")
     form = LiveChangeForm(run, {HYPERPARAMETER_PREFIX + name: field_text(value) for name, value in body.values.items()})

@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_POST
 
-from rlweb.experiments.views import env_ids, owned_experiment
+from rlweb.experiments.views import LOGGED_ONLY, env_ids, owned_experiment
 from rlweb.sweeps import figures, study
 from rlweb.sweeps.forms import ExtendForm, LaunchBestForm, SweepForm
 from rlweb.sweeps.models import Sweep
@@ -29,7 +29,11 @@ def sweep_new(request):
     initial = request.GET.dict()
     around = initial.pop("around", "")
     if around.isdigit() and request.method == "GET":
-        initial = {**SweepForm.initial_from(owned_experiment(request, int(around))), **initial}
+        experiment = owned_experiment(request, int(around))
+        if experiment.is_logged:
+            messages.info(request, LOGGED_ONLY)
+            return redirect(experiment)
+        initial = {**SweepForm.initial_from(experiment), **initial}
     algorithm = request.POST.get("algorithm") or initial.get("algorithm")
     form = SweepForm(request.POST or None, algorithm=algorithm, initial=initial, owner=request.user)
     if request.method == "POST" and form.is_valid():
