@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import random
-import textwrap
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
@@ -72,18 +71,29 @@ result = [sinks[run].seq for run in REPORTS]
 """
 
 
-def make_runs(site_stack, username: str, points: list[tuple[int, float]], count: int = 1) -> list[int]:
+@pytest.fixture(scope="module")
+def shell(site_stack):
+    """Django on the site's database in a process of its own, for the whole module (stack.Shell): it makes the runs
+    and reports their points, with sign-up kept open after the site's first account (rlweb.accounts.signup) so that
+    each test signs up a user of its own."""
+    with site_stack.shell() as shell:
+        shell.orm("""
+            from rlweb.accounts.models import SiteSettings
+            result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
+        """)
+        yield shell
+
+
+def make_runs(shell, username: str, points: list[tuple[int, float]], count: int = 1) -> list[int]:
     """`count` runs of the user, running (no worker trains them), each with `points` (step, return) stored as
     episodes."""
-    return site_stack.orm(f"USERNAME, POINTS, COUNT = {username!r}, {points!r}, {count}\n" + SITE_REDIS + MAKE_RUNS)
+    return shell.orm(f"USERNAME, POINTS, COUNT = {username!r}, {points!r}, {count}\n" + SITE_REDIS + MAKE_RUNS)
 
 
-def emit(site_stack, reports: dict[int, list[tuple[int, float]]], rate: float = 300) -> list[int]:
-    """Report points (step, return) as episodes of runs (`reports`: run -> its points), `rate` a second in all, from
-    one process of their own (each `site_stack.orm` starts Python, Django and torch: seconds on a loaded machine);
-    the last seq of each run."""
-    code = f"REPORTS, RATE = {reports!r}, {rate}\n" + SITE_REDIS + EMIT
-    return site_stack.orm(textwrap.dedent(code))
+def emit(shell, reports: dict[int, list[tuple[int, float]]], rate: float = 300) -> list[int]:
+    """Report points (step, return) as episodes of runs (`reports`: run -> its points), `rate` a second in all; the
+    last seq of each run."""
+    return shell.orm(f"REPORTS, RATE = {reports!r}, {rate}\n" + SITE_REDIS + EMIT)
 
 
 def episodes(first: int, count: int) -> list[tuple[int, float]]:
@@ -120,22 +130,14 @@ def settle(page, seq: int) -> None:
     page.wait_for_function(f"!{RETURNS}.querySelector('.live-tail polyline')", timeout=10_000)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def signup_open(site_stack):
-    """Sign-up kept open after the site's first account (rlweb.accounts.signup): each test signs up its own user."""
-    site_stack.orm("""
-        from rlweb.accounts.models import SiteSettings
-        result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
-    """)
-
-
-def test_every_live_point_is_drawn_once_through_the_append_path_with_correct_smoothing(site_stack, site, browser):
+def test_every_live_point_is_drawn_once_through_the_append_path_with_correct_smoothing(shell, site_stack, site,
+                                                                                     browser):
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
     page.set_default_timeout(30_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     sign_up(page, site, USERNAME, PASSWORD)
-    [run_id] = make_runs(site_stack, USERNAME, episodes(1, HISTORY))
+    [run_id] = make_runs(shell, USERNAME, episodes(1, HISTORY))
     page.goto(f"{site}/runs/{run_id}/")
     page.wait_for_function("document.getElementById('run-page').dataset.ready === '1'")
     try:
@@ -158,7 +160,7 @@ def test_every_live_point_is_drawn_once_through_the_append_path_with_correct_smo
 
     # 1,000 live episodes: each drawn, first on the tail, and then all of them in plotly's traces
     first_live = episodes(HISTORY + 1, 1000)
-    [last_seq] = emit(site_stack, {run_id: first_live})
+    [last_seq] = emit(shell, {run_id: first_live})
     settle(page, last_seq)
     after = drawn(page)
     assert after["raw"]["x"] == start["raw"]["x"] + [step for step, _ in first_live]
@@ -176,7 +178,7 @@ def test_every_live_point_is_drawn_once_through_the_append_path_with_correct_smo
     # another smoothing while points come: the line is smoothed again, then grows with the new weight
     page.fill("#smoothing", "0.9")
     second_live = episodes(HISTORY + 1001, 300)
-    [last_seq] = emit(site_stack, {run_id: second_live})
+    [last_seq] = emit(shell, {run_id: second_live})
     settle(page, last_seq)
     after = drawn(page)
     assert len(after["raw"]["x"]) == history + 1300 and after["raw"]["x"] == sorted(after["raw"]["x"])
@@ -186,7 +188,7 @@ def test_every_live_point_is_drawn_once_through_the_append_path_with_correct_smo
     third_live = episodes(HISTORY + 1301, 2500)
     third_live[700] = (third_live[700][0], 10_000.0)  # a spike and a dip, which must survive
     third_live[1900] = (third_live[1900][0], -10_000.0)
-    [last_seq] = emit(site_stack, {run_id: third_live}, rate=500)
+    [last_seq] = emit(shell, {run_id: third_live}, rate=500)
     settle(page, last_seq)
     after = drawn(page)
     total = HISTORY + 1300 + 2500
@@ -212,13 +214,13 @@ def stream_requests(site_stack) -> str:
     return "\n".join(line for line in lines if "stream" in line or "live_worker" in line or "Error" in line)[-6000:]
 
 
-def test_more_run_pages_than_the_browser_has_connections_all_follow_their_runs(site_stack, site, browser):
+def test_more_run_pages_than_the_browser_has_connections_all_follow_their_runs(shell, site_stack, site, browser):
     """A browser opens at most 6 connections to a site: run pages in 8 tabs, each following its run over a stream of
     its own, would leave 2 of them (and every other request) waiting. They share one stream (live_worker.js)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     sign_up(page, site, "tabs", PASSWORD)
-    run_ids = make_runs(site_stack, "tabs", episodes(1, 100), count=8)
+    run_ids = make_runs(shell, "tabs", episodes(1, 100), count=8)
     tabs = [context.new_page() for _ in run_ids]
     for tab, run_id in zip(tabs, run_ids):
         tab.goto(f"{site}/runs/{run_id}/", wait_until="commit")
@@ -230,9 +232,10 @@ def test_more_run_pages_than_the_browser_has_connections_all_follow_their_runs(s
         except PlaywrightTimeoutError:  # once in a CI run at load ~6: what each tab and the server were doing
             pytest.fail(f"tab {tabs.index(tab)} of 8 is not following its run:\n{tab_states(tabs)}\n"
                         f"{stream_requests(site_stack)}")
-    seqs = emit(site_stack, {run_id: episodes(101 + index, 1) for index, run_id in enumerate(run_ids)})
+    seqs = emit(shell, {run_id: episodes(101 + index, 1) for index, run_id in enumerate(run_ids)})
     for tab, seq, index in zip(tabs, seqs, range(8)):
         tab.wait_for_function(f"Number(document.getElementById('run-page').dataset.drawnSeq) === {seq}")
+        tab.wait_for_function(f"!{RETURNS}.querySelector('.live-tail polyline')")  # and in plotly's traces
         steps = tab.evaluate(f"Array.from({RETURNS}.data.find((trace) => trace.name === 'raw').x).slice(-2)")
         assert steps == [1000, 10 * (101 + index)]
     page.goto(f"{site}/runs/")  # and the site answers every other request meanwhile
@@ -240,7 +243,7 @@ def test_more_run_pages_than_the_browser_has_connections_all_follow_their_runs(s
     context.close()
 
 
-def test_a_stream_refused_with_an_http_error_is_opened_again_and_no_point_is_lost(site_stack, site, browser):
+def test_a_stream_refused_with_an_http_error_is_opened_again_and_no_point_is_lost(shell, site, browser):
     """After a dropped connection the browser reconnects a stream by itself; after an HTTP error (a restarting
     server, a proxy's 502) it gives up for good, and the page would stop following its run without a word. The run
     page's own stream and the compare page's stream are answered 503 at first: both open them again (2 s later),
@@ -248,7 +251,7 @@ def test_a_stream_refused_with_an_http_error_is_opened_again_and_no_point_is_los
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     sign_up(page, site, "refused", PASSWORD)
-    [run_id] = make_runs(site_stack, "refused", episodes(1, 100))
+    [run_id] = make_runs(shell, "refused", episodes(1, 100))
     refused, passed = [], []
 
     def refuse_once(route):
@@ -262,7 +265,7 @@ def test_a_stream_refused_with_an_http_error_is_opened_again_and_no_point_is_los
     context.route(f"{site}/runs/{run_id}/stream*", refuse_once)
     page.goto(f"{site}/runs/{run_id}/")
     page.wait_for_function("document.getElementById('run-page').dataset.ready === '1'")
-    [seq] = emit(site_stack, {run_id: episodes(101, 20)})  # while the page's stream is refused
+    [seq] = emit(shell, {run_id: episodes(101, 20)})  # while the page's stream is refused
     page.wait_for_selector("#live-indicator:not([hidden])", timeout=60_000)  # 2 s later
     settle(page, seq)
     assert len(refused) == 1
@@ -279,21 +282,32 @@ def test_a_stream_refused_with_an_http_error_is_opened_again_and_no_point_is_los
             break
         page.wait_for_timeout(100)
     assert len(refused) == 1 and len(passed) == 1
-    emit(site_stack, {run_id: episodes(121, 5)})  # the open stream tells the page, which fetches the new points
-    page.wait_for_function("() => Array.from(document.querySelectorAll('#compare-page .chart')).some((chart) => "
-                           "chart.data && chart.data.some((trace) => Array.from(trace.x).includes(1250)))",
-                           timeout=60_000)
+    # the open stream tells the page, which fetches the new points. The stream starts from what the database holds
+    # when it opens (live.watch): points reported before that are told only with the next report, so this reports
+    # 5 points at a time until the page shows the last of them, and then must show every point reported.
+    drawn_steps = ("() => Array.from(document.querySelectorAll('#compare-page .chart')).flatMap((chart) => "
+                   "(chart.data || []).flatMap((trace) => Array.from(trace.x)))")
+    for first in range(121, 181, 5):
+        emit(shell, {run_id: episodes(first, 5)})
+        try:
+            page.wait_for_function(f"({drawn_steps})().includes({10 * (first + 4)})", timeout=5_000)
+            break
+        except PlaywrightTimeoutError:
+            continue
+    else:
+        pytest.fail("the reopened stream never told the compare page of new points")
+    assert {10 * index for index in range(1, first + 5)} <= set(page.evaluate(drawn_steps))
     context.close()
 
 
-def test_a_constant_metric_is_drawn_flat_in_a_padded_range_on_the_compare_page(site_stack, site, browser):
+def test_a_constant_metric_is_drawn_flat_in_a_padded_range_on_the_compare_page(shell, site, browser):
     """A metric that never changes (Pendulum's episode length is always 200): its smoothed line differs from the raw
     values by rounding, and plotly's autorange drew that as steps and drops in a band 1e-13 wide."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     sign_up(page, site, "constant", PASSWORD)
     points = [(10 * index, 180.0) for index in range(1, 41)]
-    [run_id] = make_runs(site_stack, "constant", points)
+    [run_id] = make_runs(shell, "constant", points)
     page.goto(f"{site}/compare/?runs={run_id}")
     page.wait_for_function("document.getElementById('compare-page').dataset.ready === '1'")
     low, high = page.evaluate("Array.from(document.getElementById('chart-rollout-episode-length')._fullLayout.yaxis"
