@@ -200,6 +200,7 @@ INSTALLED_APPS = [
     "rlweb.sweeps",
     "rlweb.api",
     "rlweb.logged",
+    "rlweb.projects",
 ]
 
 MIDDLEWARE = [

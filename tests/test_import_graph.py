@@ -193,6 +193,10 @@ LAYERS = [
      "experiments knows nothing of sweeps: they hook in (signals.run_ended, the sink's watchers)"),
     ("rlweb.experiments", "rlweb.accounts", (), "experiments know users only as Django's user model"),
     ("rlweb.accounts", "rlweb.sweeps", (), "accounts know nothing of sweeps"),
+    ("rlweb.projects", "rlweb.experiments", (), "projects know nothing of experiments or sweeps: those point at a "
+     "project, and access.py gives them the one rule as filters over their owner and project fields"),
+    ("rlweb.projects", "rlweb.sweeps", (), "projects know nothing of sweeps (see above)"),
+    ("rlweb.projects", "rlweb.api", (), "the API's projects router calls the projects app, never the reverse"),
     ("rlweb.accounts", "rlweb.experiments", ("rlweb.experiments.models",),
      "accounts read the experiments only to count a user's runs on the Users page"),
     ("rlweb.experiments.models", "rlweb", ("rlweb.experiments.models",),

@@ -6,7 +6,7 @@ own Router, added here. Errors are `{"detail": ...}` with a 4xx: 422 lists the f
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_not_required
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.urls import URLPattern, URLResolver
 from ninja import NinjaAPI, Schema
 
@@ -16,6 +16,11 @@ from rlweb.api.throttle import TokenRateThrottle
 api = NinjaAPI(title="rlweb API", version="1", auth=[TokenAuth(), django_auth], throttle=TokenRateThrottle(),
                description="Everything the pages do, from code. Authenticate with `Authorization: Bearer <token>` "
                            "(make one on your Tokens page, or `manage.py apitoken USERNAME NAME`).")
+
+
+@api.exception_handler(PermissionDenied)
+def not_allowed(request, error):  # a project's viewer acting on what it shows them (rlweb/projects/access.py)
+    return api.create_response(request, {"detail": str(error) or "Not allowed."}, status=403)
 
 
 @api.exception_handler(RequestDataTooBig)
@@ -41,6 +46,7 @@ api.add_router("/", "rlweb.api.runs.router")
 api.add_router("/", "rlweb.api.sweeps.router")
 api.add_router("/", "rlweb.api.workers.router")
 api.add_router("/logged-runs", "rlweb.api.logged_runs.router")
+api.add_router("/", "rlweb.api.projects.router")
 
 
 def urls():

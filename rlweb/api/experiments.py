@@ -41,6 +41,7 @@ class ExperimentIn(Body):
     max_auto_resumes: int | None = None
     tags: list[str] = Field(default_factory=list)
     description: str | None = None
+    project: int | None = Field(None, description="A project you own or edit (its members see it); none: private.")
     submission_token: str | None = Field(None, description="Any text up to 64 characters: a create repeated with the "
                                                            "same token answers the experiment the first one made.")
 
@@ -51,6 +52,7 @@ class ListFilters(Schema):
     algorithm: str = ""
     env: str = ""
     tag: str = ""
+    project: str = Field("", description="A project's id: only its experiments.")
     sort: str = ""
     page: int = Field(1, ge=1, le=10**9)
 
@@ -115,7 +117,7 @@ class CancelOut(Schema):
 @router.post("/experiments/{experiment_id}/cancel", response=CancelOut)
 def experiment_cancel(request, experiment_id: int):
     """Cancel every queued or running run of the experiment."""
-    experiment = owned_experiment(request, experiment_id)
+    experiment = owned_experiment(request, experiment_id, edit=True)
     cancel = logged_runs.cancel if experiment.is_logged else lifecycle.cancel  # a logged run ends at once
     outcomes = [cancel(run) for run in experiment.runs.filter(status__in=Run.ACTIVE)]
     return {"cancelled": outcomes.count(Run.Status.CANCELLED), "stopping": outcomes.count("stopping")}
@@ -124,7 +126,7 @@ def experiment_cancel(request, experiment_id: int):
 @router.delete("/experiments/{experiment_id}", response={204: None})
 def experiment_delete(request, experiment_id: int):
     """Delete the experiment with its runs and files; 409 while a run is queued or running (cancel it first)."""
-    active = lifecycle.delete_experiment(owned_experiment(request, experiment_id))
+    active = lifecycle.delete_experiment(owned_experiment(request, experiment_id, edit=True))
     if active:
         raise HttpError(409, f"Not deleted: cancel its queued or running runs first ({active} left).")
     return Status(204, None)

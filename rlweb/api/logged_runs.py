@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404
 from ninja import Field, File, Form, Router, Schema, Status
 from ninja.errors import HttpError
@@ -17,6 +18,7 @@ from rlweb.api.schemas import Body
 from rlweb.experiments.models import LOGGED, Run
 from rlweb.logged import runs
 from rlweb.logged.models import LoggedRun
+from rlweb.projects import access
 
 router = Router(tags=["logged runs"])
 LARGEST_NUMBER = 2**62  # seqs and steps: far past any run, within the database's 64-bit columns
@@ -96,10 +98,15 @@ class LoggedRunOut(Schema):
     url: str
 
 
-def owned_logged_run(request, run_id: int) -> Run:
-    """The user's logged run; 404 for another user's run, and for a run trained here."""
-    return get_object_or_404(Run.objects.select_related("experiment"), pk=run_id, experiment__owner=request.user,
-                             experiment__algorithm=LOGGED, logged__isnull=False)
+def owned_logged_run(request, run_id: int, edit: bool = True) -> Run:
+    """The user's logged run, or one of their projects' (rlweb/projects/access.py: with `edit`, 403 for a viewer);
+    404 for a run they cannot see, and for a run trained here."""
+    run = get_object_or_404(Run.objects.select_related("experiment").filter(access.visible(request.user,
+                                                                                           "experiment__")),
+                            pk=run_id, experiment__algorithm=LOGGED, logged__isnull=False)
+    if edit and not access.can_edit(request.user, run.experiment):
+        raise PermissionDenied("A viewer of this project cannot log into its runs.")
+    return run
 
 
 def refused(error: runs.Refused) -> HttpError:
@@ -118,7 +125,7 @@ def create(request, body: LoggedRunIn):
 @router.get("/{run_id}", response=LoggedRunOut)
 def detail(request, run_id: int):
     """Its status and the highest point seq stored: a restarted script sends the points after it."""
-    run = owned_logged_run(request, run_id)
+    run = owned_logged_run(request, run_id, edit=False)
     return {"id": run.pk, "status": run.status, "stored_through": LoggedRun.objects.get(pk=run.pk).stored_through,
             "url": request.build_absolute_uri(run.get_absolute_url())}
 

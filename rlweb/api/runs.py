@@ -19,6 +19,7 @@ from rlweb.experiments.live_changes import LiveChangeForm, request_change
 from rlweb.experiments.models import Checkpoint, Run, Video
 from rlweb.experiments.views import LOGGED_ONLY, owned_run
 from rlweb.logged import runs as logged_runs
+from rlweb.projects import access
 
 router = Router(tags=["runs"])
 BIGGEST_ID = 2**63 - 1  # what a database column holds
@@ -59,7 +60,7 @@ class Outcome(Schema):
 def run_cancel(request, run_id: int):
     """`cancelled` (it had not started), `stopping` (it saves a final checkpoint, then ends cancelled) or `ended`
     (it had already ended). A run logged from a script ends cancelled at once; its script hears 409."""
-    run = owned_run(request, run_id)
+    run = owned_run(request, run_id, edit=True)
     if run.experiment.is_logged:
         ended = run.status in logged_runs.ENDED
         return {"outcome": "ended" if ended or logged_runs.cancel(run) != Run.Status.CANCELLED else "cancelled"}
@@ -69,7 +70,7 @@ def run_cancel(request, run_id: int):
 @router.post("/runs/{run_id}/resume", response=Outcome)
 def run_resume(request, run_id: int):
     """Queue a cancelled or lost run again from its latest checkpoint; 409 for any other, and for a logged run."""
-    run = owned_run(request, run_id)
+    run = owned_run(request, run_id, edit=True)
     if run.experiment.is_logged:
         raise HttpError(409, LOGGED_ONLY)
     if not lifecycle.resume(run):
@@ -85,7 +86,7 @@ class ChangeIn(Body):
 def run_change(request, run_id: int, body: ChangeIn):
     """Change live hyperparameters of a running run, checked as on its page (errors by field, 422); 409 when it
     is not running or logged from a script, 503 when its worker cannot be reached. Answers the recorded change."""
-    run = owned_run(request, run_id)
+    run = owned_run(request, run_id, edit=True)
     if run.experiment.is_logged:
         raise HttpError(409, LOGGED_ONLY)
     if run.status != Run.Status.RUNNING:
@@ -159,13 +160,14 @@ def run_videos(request, run_id: int):
 @router.get("/checkpoints/{checkpoint_id}/download", response={200: bytes}, tags=["files"])
 def checkpoint_download(request, checkpoint_id: int):
     """The checkpoint's zip (config.json and model.safetensors); `Range` asks for part of it."""
-    checkpoint = get_object_or_404(Checkpoint, pk=checkpoint_id, run__experiment__owner=request.user)
+    checkpoint = get_object_or_404(Checkpoint.objects.filter(access.visible(request.user, "run__experiment__")),
+                                   pk=checkpoint_id)
     return files.serve(request, checkpoint.file, checkpoint.download_name, "application/zip", as_attachment=True)
 
 
 @router.get("/videos/{video_id}/download", response={200: bytes}, tags=["files"])
 def video_download(request, video_id: int):
     """The episode video (mp4); `Range` asks for part of it."""
-    video = get_object_or_404(Video, pk=video_id, run__experiment__owner=request.user)
+    video = get_object_or_404(Video.objects.filter(access.visible(request.user, "run__experiment__")), pk=video_id)
     return files.serve(request, video.file, f"run{video.run_id}-step{video.step}.mp4", "video/mp4",
                        as_attachment=True)

@@ -8,6 +8,7 @@ from ninja import Field, Router, Schema, Status
 
 from rlweb.api.form_input import form_data, raise_form_errors, refuse_unknown_hyperparameters
 from rlweb.api.schemas import Body
+from rlweb.projects import access
 from rlweb.sweeps import figures, study
 from rlweb.sweeps.forms import SweepForm
 from rlweb.sweeps.models import Sweep
@@ -80,7 +81,7 @@ class SweepDetail(SweepOut):
 @router.get("/sweeps", response=list[SweepOut])
 def sweep_list(request):
     """The user's latest 200 sweeps, newest first."""
-    return Sweep.objects.filter(owner=request.user)[:200]
+    return Sweep.objects.filter(access.visible(request.user))[:200]
 
 
 @router.post("/sweeps", response={201: SweepDetail})

@@ -19,6 +19,7 @@ from trainer.events import METRIC_KINDS
 from rlweb.experiments import history
 from rlweb.experiments.live_changes import applied_changes, changed_text
 from rlweb.experiments.models import Event, MetricBucket, Run
+from rlweb.projects import access
 
 MAX_RUNS = 50
 GRID_POINTS = 200  # points of the common grid a group's curves are interpolated onto
@@ -66,8 +67,8 @@ def parse_ids(values: list[str]) -> list[int]:
 
 
 def runs_visible_to(user):
-    """The runs `user` may compare: today, the runs of their own experiments."""
-    return Run.objects.filter(experiment__owner=user).select_related("experiment")
+    """The runs `user` may compare: those of the experiments they see (their own and their projects')."""
+    return Run.objects.filter(access.visible(user, "experiment__")).select_related("experiment")
 
 
 def select_runs(user, run_ids: list[int]) -> tuple[list[Run], int]:

@@ -15,6 +15,7 @@ from django.urls import reverse
 from rlweb.experiments import compare, live
 from rlweb.experiments.models import Experiment
 from rlweb.experiments.run_views import Echo, spreadsheet_safe
+from rlweb.projects import access
 
 CANDIDATES = 200  # the user's latest runs offered under "Add runs"
 
@@ -50,7 +51,7 @@ def canonical_url(request) -> str:
         run_ids = compare.parse_run_ids(request.GET.getlist("runs"))
     except compare.SelectionError:  # the page itself then says what is wrong
         return compare_url([], request.GET, runs=",".join(request.GET.getlist("runs")))
-    experiments = Experiment.objects.filter(owner=request.user,
+    experiments = Experiment.objects.filter(access.visible(request.user),
                                             pk__in=compare.parse_ids(request.GET.getlist("experiment")))
     for experiment in experiments:
         run_ids += [run.pk for run in experiment.runs.all() if run.pk not in run_ids]

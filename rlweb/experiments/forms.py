@@ -29,6 +29,8 @@ from trainer.runner import MAX_CHECKPOINTS, interval_errors
 
 from rlweb.experiments import storage_use, workers
 from rlweb.experiments.models import LOGGED, Experiment, Run, queue_of_device
+from rlweb.projects import access
+from rlweb.projects.models import Project
 
 HYPERPARAMETER_PREFIX = "hp_"
 DEFAULT_ALGORITHM = "dqn"
@@ -147,7 +149,7 @@ class ExperimentForm(forms.ModelForm):
         model = Experiment
         fields = ["name", "algorithm", "env_id", "num_seeds", "total_steps", "eval_interval", "eval_episodes",
                   "checkpoint_interval", "keep_checkpoints", "video_interval", "device", "auto_resume",
-                  "max_auto_resumes", "tags", "description",
+                  "max_auto_resumes", "tags", "description", "project",
                   "preset"]
         labels = {"auto_resume": "Resume lost runs by themselves", "max_auto_resumes": "At most this many times"}
 
@@ -195,6 +197,11 @@ class ExperimentForm(forms.ModelForm):
     def __init__(self, *args, algorithm: str | None = None, owner=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.owner = owner  # whose queued and running runs count against the limit (None: not checked)
+        # the projects the owner may launch into (owned, or an editor of); none: a private experiment
+        self.fields["project"].queryset = (access.editable_projects(owner) if owner is not None
+                                           else Project.objects.none())
+        self.fields["project"].empty_label = "None: private"
+        self.fields["project"].help_text = "Its members see it; its editors may also cancel, resume and delete it."
         most = settings.MAX_TOTAL_STEPS
         self.fields["total_steps"].validators.append(
             MaxValueValidator(most, message=f"At most {most:,} environment steps per run on this site."))

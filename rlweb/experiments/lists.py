@@ -17,6 +17,7 @@ from django.http import QueryDict
 
 from rlweb.experiments.forms import TAG
 from rlweb.experiments.models import LOGGED, Experiment, Run
+from rlweb.projects import access
 
 PAGE_SIZE = 25
 MAX_TEXT = 200  # longest search or env id taken from a query
@@ -36,12 +37,13 @@ class ListQuery:
     algorithm: str = ""
     env: str = ""
     tag: str = ""
+    project: int | None = None  # a project's id: only its experiments and runs
     sort: str = ""
     problems: list[str] = field(default_factory=list)
 
     @property
     def filtered(self) -> bool:
-        return any((self.search, self.status, self.algorithm, self.env, self.tag))
+        return any((self.search, self.status, self.algorithm, self.env, self.tag, self.project))
 
 
 def read_query(params: QueryDict, sorts: dict, default_sort: str) -> ListQuery:
@@ -63,6 +65,11 @@ def read_query(params: QueryDict, sorts: dict, default_sort: str) -> ListQuery:
         query.tag = tag
     if sort and sort.removeprefix("-") not in sorts:
         query.problems.append(f"Cannot sort by “{sort[:40]}”; sorted by {default_sort.removeprefix('-')} instead.")
+    project = params.get("project", "").strip()
+    if project.isascii() and project.isdigit() and len(project) <= 18:
+        query.project = int(project)
+    elif project:
+        query.problems.append(f"“{project[:40]}” is not a project; the project filter is ignored.")
     query.sort = sort if sort and sort.removeprefix("-") in sorts else default_sort
     return query
 
@@ -90,8 +97,8 @@ def order(queryset, sorts: dict, sort: str):
 
 
 def experiments_for(user, query: ListQuery):
-    experiments = (Experiment.objects.filter(owner=user, sweep_trial__isnull=True)  # a sweep's trials: on its page
-                   .annotate(run_count=Count("runs"),
+    experiments = (Experiment.objects.filter(access.visible(user), sweep_trial__isnull=True)  # a sweep's trials: on its page
+                   .select_related("project").annotate(run_count=Count("runs"),
                              # a running run whose worker went silent counts as lost (Run.shown_status)
                              running_count=Count("runs", filter=Q(runs__status=Run.Status.RUNNING)
                                                  & ~Run.silent("runs__")),
@@ -113,11 +120,13 @@ def experiments_for(user, query: ListQuery):
         experiments = experiments.filter(env_id=query.env)
     if query.tag:
         experiments = experiments.filter(has_tag(query.tag))
+    if query.project:
+        experiments = experiments.filter(project_id=query.project)
     return order(experiments, EXPERIMENT_SORTS, query.sort)
 
 
 def runs_for(user, query: ListQuery):
-    runs = (Run.objects.filter(experiment__owner=user).select_related("experiment")
+    runs = (Run.objects.filter(access.visible(user, "experiment__")).select_related("experiment", "experiment__project")
             .annotate(progress=Cast(F("steps_done"), FloatField()) / F("total_steps")))
     if query.search:
         runs = runs.filter(Q(experiment__name__icontains=query.search) | Q(notes__icontains=query.search)
@@ -130,6 +139,8 @@ def runs_for(user, query: ListQuery):
         runs = runs.filter(experiment__env_id=query.env)
     if query.tag:
         runs = runs.filter(has_tag(query.tag, prefix="experiment__"))
+    if query.project:
+        runs = runs.filter(experiment__project_id=query.project)
     return order(runs, RUN_SORTS, query.sort)
 
 
@@ -166,10 +177,11 @@ def sort_links(params: QueryDict, sorts: dict, current: str) -> dict:
 
 
 def filter_choices(user) -> dict:
-    """What the filter controls offer: statuses, the algorithms, envs and tags of the user's experiments."""
-    experiments = Experiment.objects.filter(owner=user)
+    """What the filter controls offer: statuses, the algorithms, envs and tags of the experiments the user sees,
+    and their projects."""
+    experiments = Experiment.objects.filter(access.visible(user))
     tags = sorted({tag for tags in experiments.values_list("tags", flat=True) for tag in tags or []}, key=str.lower)
     return {"statuses": Run.Status.values,
             "algorithms": sorted(set(experiments.values_list("algorithm", flat=True))),
             "envs": sorted(set(experiments.values_list("env_id", flat=True))),
-            "tags": tags}
+            "tags": tags, "projects": list(access.member_projects(user))}

@@ -28,6 +28,8 @@ class Experiment(models.Model):
         CUDA = "cuda", "CUDA"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="experiments")
+    project = models.ForeignKey("projects.Project", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="experiments", help_text="Shared with its members; none: private.")
     name = models.CharField(max_length=200)
     algorithm = models.CharField(max_length=50)
     env_id = models.CharField("environment id", max_length=200)

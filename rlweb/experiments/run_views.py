@@ -16,6 +16,7 @@ from rlweb.experiments import checkpoint_jobs, files, history, live, queues
 from rlweb.experiments.checkpoint_jobs import CheckpointJobForm
 from rlweb.experiments.models import Checkpoint, CheckpointJob, Run, Video
 from rlweb.experiments.views import owned_run, whole_number
+from rlweb.projects import access
 
 LOGGED_CHECKPOINTS = ("This run was logged from a script: its checkpoints are files the script saved, to download; "
                       "a worker can evaluate only checkpoints trained here.")
@@ -41,7 +42,7 @@ def run_jobs(request, run_id: int):
     """The run's checkpoint jobs: GET, the list as HTML (the page refreshes it while one is unfinished); POST,
     a new job from the "Act on a checkpoint" form. The page's script gets JSON (the errors by field, 400);
     a plain form post gets a message and the run page back."""
-    run = owned_run(request, run_id)
+    run = owned_run(request, run_id, edit=request.method == "POST")
     if request.method == "GET":
         return render(request, "experiments/_checkpoint_jobs.html", {"run": run, **jobs_context(run)})
     form = CheckpointJobForm(run, request.POST)
@@ -75,7 +76,7 @@ def run_job_cancel(request, run_id: int):
     """Cancel one of the run's checkpoint jobs (`job`, its Cancel button). The page's script gets JSON {"outcome":
     "cancelled" | "stopping" | "ended"} and fetches the list again; a plain form post gets a message and the run
     page back."""
-    run = owned_run(request, run_id)
+    run = owned_run(request, run_id, edit=True)
     job_id = request.POST.get("job", "")
     job = get_object_or_404(CheckpointJob, pk=int(job_id) if job_id.isdigit() else 0, checkpoint__run=run)
     outcome = checkpoint_jobs.cancel(job)
@@ -216,7 +217,7 @@ def runs_stream(request):
             raise ValueError(f"runs: follow 1 to {live.MAX_FOLLOWED_RUNS} runs, as RUN:SEQ,RUN:SEQ")
     except ValueError as error:
         return JsonResponse({"error": str(error)}, status=400)
-    owned = Run.objects.filter(pk__in=positions, experiment__owner=request.user).count()
+    owned = Run.objects.filter(access.visible(request.user, "experiment__"), pk__in=positions).count()
     if owned != len(positions):
         raise Http404("No such run.")
     response = StreamingHttpResponse(live.follow_runs(positions), content_type="text/event-stream")
@@ -226,12 +227,12 @@ def runs_stream(request):
 
 
 def checkpoint_download(request, checkpoint_id: int):
-    checkpoint = get_object_or_404(Checkpoint, pk=checkpoint_id, run__experiment__owner=request.user)
+    checkpoint = get_object_or_404(Checkpoint.objects.filter(access.visible(request.user, "run__experiment__")), pk=checkpoint_id)
     return files.serve(request, checkpoint.file, checkpoint.download_name, "application/zip", as_attachment=True)
 
 
 def video_file(request, video_id: int):
     """An episode video for a `<video>` element: the whole mp4, or the byte range the browser asks for."""
-    video = get_object_or_404(Video, pk=video_id, run__experiment__owner=request.user)
+    video = get_object_or_404(Video.objects.filter(access.visible(request.user, "run__experiment__")), pk=video_id)
     return files.serve(request, video.file, f"run{video.run_id}-step{video.step}.mp4", "video/mp4",
                        as_attachment=False)

@@ -9,6 +9,7 @@ import re
 
 import redis
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -21,18 +22,29 @@ from rlweb.experiments.forms import ExperimentForm, preset_fields
 from rlweb.experiments.models import Experiment, Run
 from rlweb.experiments.notes import NoteForm
 from rlweb.logged import runs as logged_runs
+from rlweb.projects import access
 
 WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")
 LOGGED_ONLY = ("Runs logged from your own script (rlweb_client) are not trained here: only that script can "
                "start, change or continue them.")
 
 
-def owned_experiment(request, experiment_id: int) -> Experiment:
-    return get_object_or_404(Experiment, pk=experiment_id, owner=request.user)
+def owned_experiment(request, experiment_id: int, edit: bool = False) -> Experiment:
+    """The experiment, if the user sees it (their own, or in a project of theirs: else 404); with `edit`, only if
+    they may act on it too (else 403). The rule: rlweb/projects/access.py."""
+    experiment = get_object_or_404(Experiment.objects.filter(access.visible(request.user)), pk=experiment_id)
+    if edit and not access.can_edit(request.user, experiment):
+        raise PermissionDenied("A viewer of this project cannot change it: ask its owner to make you an editor.")
+    return experiment
 
 
-def owned_run(request, run_id: int) -> Run:
-    return get_object_or_404(Run.objects.select_related("experiment"), pk=run_id, experiment__owner=request.user)
+def owned_run(request, run_id: int, edit: bool = False) -> Run:
+    """The run, under the same rule as its experiment (owned_experiment)."""
+    run = get_object_or_404(Run.objects.select_related("experiment").filter(access.visible(request.user,
+                                                                                           "experiment__")), pk=run_id)
+    if edit and not access.can_edit(request.user, run.experiment):
+        raise PermissionDenied("A viewer of this project cannot change it: ask its owner to make you an editor.")
+    return run
 
 
 def whole_number(raw: str, name: str) -> int:
@@ -123,7 +135,7 @@ def experiment_clone(request, experiment_id: int):
 def experiment_delete(request, experiment_id: int):
     """Delete an experiment with its runs, events, checkpoint and video files. Refused while a run is queued or
     running: cancel those first."""
-    experiment = owned_experiment(request, experiment_id)
+    experiment = owned_experiment(request, experiment_id, edit=True)
     active = lifecycle.delete_experiment(experiment)
     if active:
         messages.error(request, f"Not deleted: cancel its queued or running runs first ({active} left).")
@@ -154,12 +166,12 @@ def storage_page(request):
 
 @require_POST
 def experiment_notes(request, experiment_id: int):
-    return save_notes(request, owned_experiment(request, experiment_id))
+    return save_notes(request, owned_experiment(request, experiment_id, edit=True))
 
 
 @require_POST
 def run_notes(request, run_id: int):
-    return save_notes(request, owned_run(request, run_id))
+    return save_notes(request, owned_run(request, run_id, edit=True))
 
 
 def save_notes(request, noted):
@@ -177,7 +189,7 @@ def save_notes(request, noted):
 
 @require_POST
 def run_cancel(request, run_id: int):
-    run = owned_run(request, run_id)
+    run = owned_run(request, run_id, edit=True)
     if run.experiment.is_logged and run.is_active:
         logged_runs.cancel(run)
         messages.success(request, "Cancelled: its script hears that the run has ended at its next request.")
@@ -194,7 +206,7 @@ def run_cancel(request, run_id: int):
 
 @require_POST
 def run_resume(request, run_id: int):
-    run = owned_run(request, run_id)
+    run = owned_run(request, run_id, edit=True)
     refusal = None if run.experiment.is_logged or not run.is_resumable else lifecycle.resume_refusal(run)
     if run.experiment.is_logged:
         messages.info(request, LOGGED_ONLY)
@@ -211,7 +223,7 @@ def run_resume(request, run_id: int):
 def run_change(request, run_id: int):
     """Change live hyperparameters of a running run (the form on its page). The page's script gets JSON: the
     recorded change, or the errors by field (400); a plain form post gets a message and the run page back."""
-    run = owned_run(request, run_id)
+    run = owned_run(request, run_id, edit=True)
     form = None if run.experiment.is_logged else LiveChangeForm(run, request.POST)
     if form is None:
         answer, status = {"error": LOGGED_ONLY}, 409

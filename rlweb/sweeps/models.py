@@ -41,6 +41,8 @@ class Sweep(models.Model):
         HYPERBAND = "hyperband", "Hyperband (successive halving)"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sweeps")
+    project = models.ForeignKey("projects.Project", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="sweeps", help_text="Shared with its members, trials included; none: private.")
     name = models.CharField(max_length=200)
     algorithm = models.CharField(max_length=50)
     env_id = models.CharField("environment id", max_length=200)

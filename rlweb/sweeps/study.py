@@ -204,8 +204,8 @@ def start_trial(sweep: Sweep, draw: int) -> bool:
         return False
     with transaction.atomic():
         experiment = Experiment.objects.create(
-            owner_id=sweep.owner_id, name=f"{sweep.name} · trial {asked.number}"[:200], algorithm=sweep.algorithm,
-            env_id=sweep.env_id, hyperparameters=hyperparameters, preset=sweep.preset,
+            owner_id=sweep.owner_id, project_id=sweep.project_id, name=f"{sweep.name} · trial {asked.number}"[:200],
+            algorithm=sweep.algorithm, env_id=sweep.env_id, hyperparameters=hyperparameters, preset=sweep.preset,
             total_steps=sweep.total_steps, eval_interval=sweep.eval_interval, eval_episodes=sweep.eval_episodes,
             num_seeds=sweep.seeds_per_trial, device=sweep.device, tags=["sweep"],
             description=f"Trial {asked.number} of the sweep “{sweep.name}”.")
@@ -433,8 +433,8 @@ def launch_best(sweep: Sweep, seeds: int) -> Experiment | None:
         sweep.algorithm, sweep.env_id, {**sweep.fixed, **best.params})
     with transaction.atomic():
         experiment = Experiment.objects.create(
-            owner_id=sweep.owner_id, name=f"{sweep.name}: best (trial {best.number})"[:200],
-            algorithm=sweep.algorithm, env_id=sweep.env_id, hyperparameters=hyperparameters, preset=sweep.preset,
+            owner_id=sweep.owner_id, project_id=sweep.project_id,
+            name=f"{sweep.name}: best (trial {best.number})"[:200], algorithm=sweep.algorithm, env_id=sweep.env_id, hyperparameters=hyperparameters, preset=sweep.preset,
             total_steps=sweep.total_steps, eval_interval=sweep.eval_interval, eval_episodes=sweep.eval_episodes,
             num_seeds=seeds, device=sweep.device,
             description=f"The best trial ({best.number}, value {best.value:.4g}) of the sweep “{sweep.name}”.")

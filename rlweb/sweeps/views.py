@@ -1,26 +1,32 @@
 """Sweep pages: the list, the form, the live page with its data and figures, and the owner's actions (cancel,
-extend, launch the best). Every sweep is fetched through `owned_sweep`: 404 for other users'."""
+extend, launch the best). Every sweep is fetched through `owned_sweep`: 404 for other users' (but a project's members)."""
 
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_POST
 
 from rlweb.experiments.views import LOGGED_ONLY, env_ids, owned_experiment
+from rlweb.projects import access
 from rlweb.sweeps import figures, study
 from rlweb.sweeps.forms import ExtendForm, LaunchBestForm, SweepForm
 from rlweb.sweeps.models import Sweep
 
 
-def owned_sweep(request, sweep_id: int) -> Sweep:
-    return get_object_or_404(Sweep, pk=sweep_id, owner=request.user)
+def owned_sweep(request, sweep_id: int, edit: bool = False) -> Sweep:
+    """The sweep, under the experiments' rule (rlweb/projects/access.py): 404 if unseen, 403 to act as a viewer."""
+    sweep = get_object_or_404(Sweep.objects.filter(access.visible(request.user)), pk=sweep_id)
+    if edit and not access.can_edit(request.user, sweep):
+        raise PermissionDenied("A viewer of this project cannot change it: ask its owner to make you an editor.")
+    return sweep
 
 
 def sweep_list(request):
-    sweeps = Sweep.objects.filter(owner=request.user)
+    sweeps = Sweep.objects.filter(access.visible(request.user))
     return render(request, "sweeps/sweep_list.html", {"rows": [figures.summary(sweep) for sweep in sweeps[:200]]})
 
 
@@ -66,7 +72,7 @@ def sweep_figures(request, sweep_id: int):
 
 @require_POST
 def sweep_cancel(request, sweep_id: int):
-    sweep = owned_sweep(request, sweep_id)
+    sweep = owned_sweep(request, sweep_id, edit=True)
     stopped = study.cancel(sweep)
     messages.success(request, f"Sweep cancelled; {stopped} run{'s' if stopped != 1 else ''} stopping.")
     return redirect(sweep)
@@ -74,7 +80,7 @@ def sweep_cancel(request, sweep_id: int):
 
 @require_POST
 def sweep_delete(request, sweep_id: int):
-    sweep = owned_sweep(request, sweep_id)
+    sweep = owned_sweep(request, sweep_id, edit=True)
     if study.delete(sweep):
         messages.error(request, "Cancel the sweep, and wait for its runs to stop, before deleting it.")
         return redirect(sweep)
@@ -84,7 +90,7 @@ def sweep_delete(request, sweep_id: int):
 
 @require_POST
 def sweep_extend(request, sweep_id: int):
-    sweep = owned_sweep(request, sweep_id)
+    sweep = owned_sweep(request, sweep_id, edit=True)
     form = ExtendForm(request.POST)
     if not form.is_valid():
         messages.error(request, " ".join(form.errors.get("more", ["Give a number of trials."])))
@@ -100,7 +106,7 @@ def sweep_extend(request, sweep_id: int):
 
 @require_POST
 def sweep_launch_best(request, sweep_id: int):
-    sweep = owned_sweep(request, sweep_id)
+    sweep = owned_sweep(request, sweep_id, edit=True)
     form = LaunchBestForm(request.POST, owner=request.user)
     if not form.is_valid():
         messages.error(request, " ".join(form.errors.get("seeds", ["Give a number of seeds."])))
