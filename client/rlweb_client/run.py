@@ -23,6 +23,7 @@ import uuid
 from typing import Any, Mapping, Optional
 from urllib.parse import urljoin
 
+from rlweb_client.batches import DEFAULT_MAX_BYTES, count_fitting, max_bytes_of
 from rlweb_client.offline import OfflineFile
 from rlweb_client.transport import Api, Refused, Unreachable
 
@@ -62,6 +63,7 @@ class Run:
         self._seq = 0
         self._step = -1
         self._batch_limit = batch_size  # halved while the server answers 413 to a batch
+        self._points_max_bytes = DEFAULT_MAX_BYTES  # a points request's body, as the server bounds it
         self._offline: Optional[OfflineFile] = None
         self._overflow = False
         self._closing = False
@@ -185,11 +187,13 @@ class Run:
             self._go_offline_locked(f"more than {self.max_pending} points wait to be sent")
 
     def _first_items(self) -> list:
-        """(With the lock.) The points at the front of the queue, up to a batch, or its first file or finish."""
+        """(With the lock.) The points at the front of the queue, up to a batch (in points, and in bytes under the
+        server's bound), or its first file or finish."""
         if self._queue[0][0] != "points":
             return [self._queue[0]]
-        front = itertools.takewhile(lambda item: item[0] == "points", self._queue)
-        return list(itertools.islice(front, self._batch_limit))
+        front = list(itertools.islice(itertools.takewhile(lambda item: item[0] == "points", self._queue),
+                                      self._batch_limit))
+        return front[:count_fitting([item[1] for item in front], self._points_max_bytes)]
 
     def _deliver(self, items: list) -> None:
         """Send `items` until the server takes them, refuses them, or the run goes offline."""
@@ -290,6 +294,7 @@ class Run:
             try:
                 answer = self.api.post("/logged-runs", self.init_body)
                 self.id = int(answer["id"])
+                self._points_max_bytes = max_bytes_of(answer)
                 self.url = urljoin(self.api.site, str(answer.get("url") or ""))
                 return
             except Unreachable as error:

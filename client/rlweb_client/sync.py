@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import urljoin
 
+from rlweb_client.batches import count_fitting, max_bytes_of
 from rlweb_client.offline import append_record, read_records
 from rlweb_client.run import VERSION
 from rlweb_client.transport import Api, Refused, Unreachable
@@ -62,15 +63,20 @@ def sync_file(path: Path, url: Optional[str], token: Optional[str]) -> None:
         run_id = answer["id"]
         append_record(path, {"op": "synced", "run_id": run_id})
         print(f"{path.name}: created run {run_id}: {urljoin(api.site, str(answer.get('url') or ''))}")
-    stored_through = api.get(f"/logged-runs/{run_id}")["stored_through"] or 0
+    found = api.get(f"/logged-runs/{run_id}")
+    stored_through, max_bytes = found["stored_through"] or 0, max_bytes_of(found)
     uploaded_lines = {record["line"] for record in synced if "line" in record}
     total = sum(len(record.get("points", [])) for _, record in records if record.get("op") == "points")
     waiting = []
 
     def send_waiting():
         nonlocal stored_through
-        for start in range(0, len(waiting), POINTS_PER_REQUEST):
-            answer = api.post(f"/logged-runs/{run_id}/points", {"points": waiting[start:start + POINTS_PER_REQUEST]})
+        start = 0
+        while start < len(waiting):
+            batch = waiting[start:start + POINTS_PER_REQUEST]
+            batch = batch[:count_fitting(batch, max_bytes)]
+            start += len(batch)
+            answer = api.post(f"/logged-runs/{run_id}/points", {"points": batch})
             stored_through = max(stored_through, answer["stored_through"])
             append_record(path, {"op": "synced", "run_id": run_id, "stored_through": stored_through})
             print(f"{path.name}: points stored through {stored_through} (of {total})")

@@ -4,17 +4,22 @@ The logic is rlweb/logged/runs.py; this module reads the requests and writes the
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Literal
 
 from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 from ninja import Field, File, Form, Router, Schema, Status
+from ninja.decorators import decorate_view
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from pydantic import field_validator
 
 from rlweb.api.schemas import Body
+from rlweb.experiments import storage_use
 from rlweb.experiments.models import LOGGED, Run
 from rlweb.logged import runs
 from rlweb.logged.models import LoggedRun
@@ -46,6 +51,7 @@ class Created(Schema):
     experiment_id: int
     url: str
     next_seq: int
+    points_max_bytes: int = Field(description="The largest body of a points request (RLWEB_LOGGED_POINTS_MAX_MB).")
 
 
 class Point(Body):
@@ -96,6 +102,7 @@ class LoggedRunOut(Schema):
     status: str
     stored_through: int
     url: str
+    points_max_bytes: int
 
 
 def owned_logged_run(request, run_id: int, edit: bool = True) -> Run:
@@ -113,13 +120,41 @@ def refused(error: runs.Refused) -> HttpError:
     return HttpError(error.status, error.detail)
 
 
+def points_max_bytes() -> int:
+    return settings.LOGGED_POINTS_MAX_MB * storage_use.MEGABYTE
+
+
+def larger_body(run):
+    """Let a points request be larger than Django's DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB: 5,000 points of 20 metrics
+    take about 4 MB), up to its own bound: the body is read here, bounded, before ninja parses it; past the
+    bound, 413 naming it."""
+
+    @functools.wraps(run)
+    def bounded(request, *args, **kwargs):
+        limit = points_max_bytes()
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        body = request.read(limit + 1) if length <= limit else b""
+        if length > limit or len(body) > limit:
+            return JsonResponse({"detail": f"The points take {storage_use.describe(max(length, len(body)))}; a points "
+                                           f"request may take {storage_use.describe(limit)} "
+                                           f"(RLWEB_LOGGED_POINTS_MAX_MB). Send fewer points a request."}, status=413)
+        request._body = body  # what `request.body` answers: Django's own bound no longer applies to it
+        return run(request, *args, **kwargs)
+
+    return bounded
+
+
 @router.post("", response={201: Created})
 def create(request, body: LoggedRunIn):
     """A new run of the experiment named `experiment` (the user's logged experiment of that name, made on first
     use), running from now on. Points go to `/points` numbered from `next_seq`."""
     run = runs.create(request.user, **body.dict())
     return Status(201, {"id": run.pk, "experiment_id": run.experiment_id, "next_seq": 1,
-                        "url": request.build_absolute_uri(run.get_absolute_url())})
+                        "url": request.build_absolute_uri(run.get_absolute_url()),
+                        "points_max_bytes": points_max_bytes()})
 
 
 @router.get("/{run_id}", response=LoggedRunOut)
@@ -127,13 +162,15 @@ def detail(request, run_id: int):
     """Its status and the highest point seq stored: a restarted script sends the points after it."""
     run = owned_logged_run(request, run_id, edit=False)
     return {"id": run.pk, "status": run.status, "stored_through": LoggedRun.objects.get(pk=run.pk).stored_through,
-            "url": request.build_absolute_uri(run.get_absolute_url())}
+            "url": request.build_absolute_uri(run.get_absolute_url()), "points_max_bytes": points_max_bytes()}
 
 
 @router.post("/{run_id}/points", response=Stored)
+@decorate_view(larger_body)
 def points(request, run_id: int, body: PointsIn):
-    """Store points after the highest seq stored (at most 5,000 a request, seqs increasing); earlier ones are
-    repeats, dropped. Values that are not finite numbers, and names that are too long or use other characters than
+    """Store points after the highest seq stored (at most 5,000 a request, seqs increasing, a body of at most
+    RLWEB_LOGGED_POINTS_MAX_MB: `points_max_bytes` in the create answer; past it, 413); earlier ones are repeats,
+    dropped. Values that are not finite numbers, and names that are too long or use other characters than
     letters, digits, spaces and `_ . / -`, are dropped one by one; `dropped` says why. 409 once the run ended."""
     run = owned_logged_run(request, run_id)
     try:

@@ -28,6 +28,8 @@ class ProtocolServer:
         self.runs: dict[int, dict] = {}
         self.requests: list[tuple[float, str, str]] = []  # (monotonic time, method, path) of every request
         self.received_seqs: list[int] = []  # every point seq that arrived, repeats included
+        self.points_max_bytes = None  # when set: told in the create answer, and a larger points body gets 413
+        self.points_body_sizes: list[int] = []  # of every points request, in bytes
         self.lock = threading.Lock()
         self.port = 0
         self.httpd = None
@@ -85,9 +87,13 @@ class ProtocolServer:
             if run is None:
                 return 404, {"detail": "Not Found"}
             if method == "GET" and action is None:
+                bound = {} if self.points_max_bytes is None else {"points_max_bytes": self.points_max_bytes}
                 return 200, {"id": run["id"], "status": run["status"], "stored_through": run["stored_through"],
-                             "url": run["url"]}
+                             "url": run["url"], **bound}
             if action == "points":
+                self.points_body_sizes.append(len(body))
+                if self.points_max_bytes is not None and len(body) > self.points_max_bytes:
+                    return 413, {"detail": f"a points request may take {self.points_max_bytes} bytes"}
                 return self.store_points(run, json.loads(body)["points"])
             if action == "files":
                 fields = multipart(handler.headers["Content-Type"], body)
@@ -104,7 +110,8 @@ class ProtocolServer:
         run_id = len(self.runs) + 1
         self.runs[run_id] = {"id": run_id, "init": request, "points": [], "stored_through": 0, "status": "running",
                              "files": [], "finish": None, "url": f"/runs/{run_id}/"}
-        return 201, {"id": run_id, "experiment_id": 1, "url": f"/runs/{run_id}/", "next_seq": 1}
+        bound = {} if self.points_max_bytes is None else {"points_max_bytes": self.points_max_bytes}
+        return 201, {"id": run_id, "experiment_id": 1, "url": f"/runs/{run_id}/", "next_seq": 1, **bound}
 
     def store_points(self, run: dict, points: list):
         if run["status"] != "running":

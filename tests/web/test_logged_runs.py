@@ -78,7 +78,7 @@ def test_a_script_creates_a_running_run_of_a_logged_experiment_with_its_facts(ap
     body = answer.json()
     run = Run.objects.select_related("experiment").get(pk=body["id"])
     assert body == {"id": run.pk, "experiment_id": run.experiment_id, "next_seq": 1,
-                    "url": f"http://testserver/runs/{run.pk}/"}
+                    "url": f"http://testserver/runs/{run.pk}/", "points_max_bytes": 16 * 1024 * 1024}
     assert run.status == Run.Status.RUNNING and run.heartbeat_at is not None
     assert run.experiment.owner == owner and run.experiment.algorithm == LOGGED and run.experiment.is_logged
     assert run.experiment.env_id == "PongNoFrameskip-v4" and not run.experiment.auto_resume
@@ -88,7 +88,8 @@ def test_a_script_creates_a_running_run_of_a_logged_experiment_with_its_facts(ap
         "lab-gpu-3", "python ppo_atari.py --seed 1", INIT["git_commit"], "0.1.0", "baseline")
     assert logged.config == INIT["config"] and logged.stored_through == 0
     assert api.get(f"/api/logged-runs/{run.pk}").json() == {
-        "id": run.pk, "status": "running", "stored_through": 0, "url": f"http://testserver/runs/{run.pk}/"}
+        "id": run.pk, "status": "running", "stored_through": 0, "url": f"http://testserver/runs/{run.pk}/",
+        "points_max_bytes": 16 * 1024 * 1024}
 
 
 def test_a_second_run_of_the_same_name_joins_its_experiment_with_the_next_seed(api, make_experiment):
