@@ -147,7 +147,8 @@ _REGISTRY: dict[str, AlgorithmSpec] = {}
 _ORIGINS: dict[str, Origin] = {}
 _BROKEN: dict[str, BrokenAlgorithm] = {}
 _discovered = threading.Event()
-_discovering = threading.Lock()
+_discovering = threading.RLock()
+_loading = False  # set while this process loads the entry points
 
 
 def algorithm_entry_points() -> list[importlib.metadata.EntryPoint]:
@@ -173,25 +174,35 @@ def origin_of(entry_point: importlib.metadata.EntryPoint) -> Origin:
 
 def discover() -> None:
     """Load every algorithm entry point, once per process (`rediscover()` reads them again)."""
+    global _loading
     if _discovered.is_set():
         return
     with _discovering:
-        if _discovered.is_set():
+        if _discovered.is_set() or _loading:  # asked again by a plugin's import: what is loaded so far
             return
-        for entry_point in algorithm_entry_points():
-            origin = origin_of(entry_point)
-            try:
-                spec = entry_point.load()
-                check_spec(entry_point.name, spec)
-            except Exception as error:  # a plugin's code: whatever it raises, the other algorithms stay usable
-                _BROKEN[entry_point.name] = BrokenAlgorithm(entry_point.name, origin, f"{type(error).__name__}: {error}")
-                continue
-            if entry_point.name in _REGISTRY:
-                _BROKEN[entry_point.name] = BrokenAlgorithm(
-                    entry_point.name, origin, f"the name is taken by {_ORIGINS[entry_point.name]}")
-                continue
-            add(spec, origin)
+        _loading = True
+        try:
+            load_entry_points()
+        finally:
+            _loading = False
         _discovered.set()
+
+
+def load_entry_points() -> None:
+    """Each entry point's spec into the registry, or into the broken ones with its error."""
+    for entry_point in algorithm_entry_points():
+        origin = origin_of(entry_point)
+        try:
+            spec = entry_point.load()
+            check_spec(entry_point.name, spec)
+        except Exception as error:  # a plugin's code: whatever it raises, the other algorithms stay usable
+            _BROKEN[entry_point.name] = BrokenAlgorithm(entry_point.name, origin, f"{type(error).__name__}: {error}")
+            continue
+        if entry_point.name in _REGISTRY:
+            _BROKEN[entry_point.name] = BrokenAlgorithm(
+                entry_point.name, origin, f"the name is taken by {_ORIGINS[entry_point.name]}")
+            continue
+        add(spec, origin)
 
 
 def register(spec: AlgorithmSpec, origin: Origin = Origin(BUILTIN_PACKAGE, __version__)) -> AlgorithmSpec:
