@@ -1,6 +1,7 @@
 """Every URL pattern of the project, walked from the URL resolver (a new view cannot be left out): an
 anonymous visitor is sent to a login page, a signed-in stranger gets a 404 (or 403/405) for another user's
-objects and never their data, with GET and with POST; every POST without a CSRF token is refused."""
+objects and never their data, with GET and with POST; every POST without a CSRF token is refused. The owner's objects
+are in a project: its viewer reads every one of them and is refused every change, its editor acts on them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from rlweb.accounts.models import Invitation, SiteSettings
 from rlweb.api.models import ApiToken
 from rlweb.experiments.models import Checkpoint, Experiment, Run, Video
+from rlweb.projects.models import Membership, Project
 from rlweb.sweeps.models import Sweep, Trial
 from tests.web.helpers import PASSWORD, body_of
 
@@ -23,7 +25,9 @@ SECRET = "owner-secret-7f3a"  # in the owner's experiment name, video file and i
 ANONYMOUS_PAGES = {"login", "signup", "invitation-accept", "admin:login"}  # meant for visitors
 LOGIN_PAGES = ("/login/?next=", "/admin/login/?next=")
 OBJECT_KWARGS = {"experiment_id", "run_id", "checkpoint_id", "video_id", "invitation_id", "sweep_id", "user_id",
-                 "token_id"}
+                 "token_id", "project_id"}
+NOT_SHARED = {"invitation_id", "user_id", "token_id"}  # a project shares none of these: its members get 404 too
+OWNER_ONLY = {"project-member-add", "project-member-remove", "api-1:member_add"}  # managing members: 403 to them
 API_PUBLIC = {"api-1:openapi-json", "api-1:openapi-view", "api-1:api-root"}  # schema, docs and root (a 404): no data
 ROUTE_PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>|\(\?P<(\w+)>[^)]*\)")
 
@@ -65,16 +69,21 @@ PATTERNS = first_per_route(every_pattern())
 
 
 @pytest.fixture
-def world(owner, stranger, admin_user, trained_run, make_experiment):
-    """The owner's experiment (a trained run, a queued one, a cancelled one, a video) and an admin's invitation."""
+def world(owner, stranger, admin_user, trained_run, make_experiment, django_user_model):
+    """The owner's experiment (a trained run, a queued one, a cancelled one, a video) and sweep, in the owner's
+    project with a viewer and an editor, and an admin's invitation."""
     experiment = trained_run.experiment
-    Experiment.objects.filter(pk=experiment.pk).update(name=SECRET, tags=[SECRET])
+    project = Project.objects.create(owner=owner, name=SECRET)
+    members = {role: django_user_model.objects.create_user(role, password=PASSWORD) for role in ("viewer", "editor")}
+    for role, member in members.items():
+        Membership.objects.create(project=project, user=member, role=role)
+    Experiment.objects.filter(pk=experiment.pk).update(name=SECRET, tags=[SECRET], project=project)
     queued = Run.objects.create(experiment=experiment, seed=1, total_steps=400)
     cancelled = Run.objects.create(experiment=experiment, seed=2, total_steps=400, status="cancelled")
     video = Video(run=trained_run, step=200, episode_return=9.0)
     video.file.save("step_200.mp4", ContentFile(b"\x00\x00\x00\x18ftypmp42" + SECRET.encode()), save=True)
     sweep = Sweep.objects.create(owner=owner, name=SECRET, algorithm="dqn", env_id="CartPole-v1", total_steps=400,
-                                 status="cancelled",  # an ended sweep: its pages read the database only
+                                 status="cancelled", project=project,  # ended: its pages read the database only
                                  eval_interval=200, space=[{"name": "learning_rate", "type": "float", "low": 1e-4,
                                                             "high": 1e-2, "log": True}])
     Trial.objects.create(sweep=sweep, number=0, experiment=experiment, params={"learning_rate": 1e-3}, state="failed")
@@ -83,14 +92,14 @@ def world(owner, stranger, admin_user, trained_run, make_experiment):
     values = {"experiment_id": experiment.pk, "run_id": trained_run.pk, "checkpoint_id": trained_run.checkpoints.first().pk,
               "video_id": video.pk, "invitation_id": invitation.pk, "token": invitation.token, "sweep_id": sweep.pk,
               "user_id": owner.pk,  # the staff's Users page clears this user's failed sign-ins
-              "token_id": ApiToken.issue(owner, SECRET)[0].pk,
+              "token_id": ApiToken.issue(owner, SECRET)[0].pk, "project_id": project.pk, "username": "viewer",
               # the admin's own patterns: anyone but staff is sent to a login page before these are read
               "object_id": experiment.pk, "id": owner.pk, "content_type_id": 1, "app_label": "experiments",
               "url": "no-such-page/"}
     runs_for = {"run-cancel": queued.pk, "run-resume": cancelled.pk}  # a state change the stranger must not make
     return {"values": values, "runs_for": runs_for, "experiment": experiment, "queued": queued, "sweep": sweep,
             "cancelled": cancelled, "video": video, "invitation": invitation, "owner": owner, "stranger": stranger,
-            "admin": admin_user}
+            "admin": admin_user, **members}
 
 
 def url_of(pattern: Pattern, world) -> str:
@@ -111,7 +120,9 @@ def assert_nothing_changed(world):
     assert Video.objects.filter(pk=world["video"].pk).exists()
     world["invitation"].refresh_from_db()
     assert world["invitation"].state == "open"
-    assert set(get_user_model().objects.values_list("username", flat=True)) == {"owner", "stranger", "admin"}
+    assert set(get_user_model().objects.values_list("username", flat=True)) == {
+        "owner", "stranger", "admin", "viewer", "editor"}
+    assert sorted(Membership.objects.values_list("user__username", "role")) == [("editor", "editor"), ("viewer", "viewer")]
     assert not SiteSettings.current().signup_open
     assert set(Experiment.objects.values_list("owner__username", flat=True)) == {"owner"}
     sweep = Sweep.objects.get(pk=world["sweep"].pk)  # neither cancelled, extended nor deleted, and no best launched
@@ -125,7 +136,7 @@ def test_the_walker_sees_every_view_of_the_site():
             "user-list", "invitation-revoke", "admin:index"} <= names
     assert len(PATTERNS) >= 60
     assert {name for pattern in PATTERNS for name in pattern.kwargs} <= OBJECT_KWARGS | {
-        "token", "object_id", "id", "content_type_id", "app_label", "url"}, "a new kind of id: add it to world()"
+        "token", "object_id", "id", "content_type_id", "app_label", "url", "username"}, "a new kind of id: add it to world()"
 
 
 @pytest.mark.slow
@@ -187,11 +198,75 @@ def test_the_owner_reaches_every_object_the_stranger_was_refused(world):
             continue
         client = admin if pattern.route.startswith("users/") else owner
         response = client.get(url_of(pattern, world))
-        # a DQN run has no Q-table: the view's own JSON answer, past the ownership check's HTML 404
-        answered = response.status_code == 404 and response["Content-Type"] == "application/json"
-        # the run is not one logged from a script: the logged-runs API's own 404, past the ownership check
-        answered = answered or response.status_code == 404 and pattern.route.startswith("api/logged-runs/")
-        assert response.status_code in (200, 405) or answered, (pattern.name, response.status_code)
+        assert response.status_code in (200, 405) or answered(pattern, response), (pattern.name, response.status_code)
+
+
+def answered(pattern: Pattern, response) -> bool:
+    """A 404 of the view's own, past the access check: a DQN run has no Q-table (the view's JSON, not the check's
+    HTML 404), and the run is not one logged from a script (the logged-runs API's own 404)."""
+    return response.status_code == 404 and (response["Content-Type"] == "application/json"
+                                            or pattern.route.startswith("api/logged-runs/"))
+
+
+def shared(pattern: Pattern) -> bool:
+    """A URL of an object the project shares with its members (not a token, a user, an invitation)."""
+    return bool(pattern.kwargs & OBJECT_KWARGS) and not pattern.kwargs & NOT_SHARED and not (
+        pattern.route.startswith(("users/", "admin/")) or pattern.name.startswith("admin:"))
+
+
+@pytest.mark.slow
+def test_a_projects_viewer_reads_every_shared_object_and_every_post_is_refused(world):
+    viewer = Client()
+    viewer.force_login(world["viewer"])
+    refused = 0
+    for pattern in filter(shared, PATTERNS):
+        if pattern.name == "run-stream":  # a stream follows a live run
+            continue
+        url = url_of(pattern, world)
+        read = viewer.get(url)
+        assert read.status_code in (200, 405) or answered(pattern, read), ("get", pattern.name, read.status_code)
+        response = viewer.post(url)
+        assert response.status_code < 500, ("post", url, response.status_code)
+        # refused (the API checks a body first: a form-encoded one is refused unread), or a view that only reads
+        # and answers a POST as it answers a GET
+        api_refusals = (400, 422) if pattern.route.startswith("api/") else ()
+        if response.status_code in (403, 405, *api_refusals):
+            refused += 1
+        else:
+            assert response.status_code == read.status_code and (read.status_code == 200 or answered(pattern, read)), (
+                "post", pattern.name, response.status_code)
+    assert_nothing_changed(world)
+    assert refused >= 25
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)  # the sweep's actions open its Optuna study, through a connection of its own
+def test_a_projects_editor_reads_and_acts_on_every_shared_object(world):
+    editor = Client()
+    editor.force_login(world["editor"])
+    acted = 0
+    # the deletes last: after them, the other objects are gone
+    for pattern in sorted(filter(shared, PATTERNS), key=lambda pattern: "delete" in pattern.name):
+        if pattern.name == "run-stream":
+            continue
+        url = url_of(pattern, world)
+        if "delete" not in pattern.name:
+            read = editor.get(url)
+            assert read.status_code in (200, 405) or answered(pattern, read), ("get", pattern.name, read.status_code)
+        response = editor.post(url)
+        assert response.status_code < 500, ("post", url, response.status_code)
+        if pattern.name in OWNER_ONLY:  # the API checks a form-encoded body first, and refuses it unread
+            assert response.status_code in ((403, 400, 422) if pattern.route.startswith("api/") else (403,)), (
+                "post", pattern.name, response.status_code)
+        else:
+            # run-job-cancel: no job was named, the view's own 404 past the access check
+            assert response.status_code not in (403, 404) or answered(pattern, response) or (
+                pattern.name == "run-job-cancel"), ("post", pattern.name, response.status_code)
+            acted += response.status_code in (200, 302)
+        if pattern.name == "run-cancel":  # the editor's cancel went through
+            assert Run.objects.get(pk=world["queued"].pk).status == "cancelled"
+    assert not Sweep.objects.filter(pk=world["sweep"].pk).exists()  # and the sweep's delete
+    assert acted >= 10
 
 
 def test_every_post_without_a_csrf_token_is_refused(world):
