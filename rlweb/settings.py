@@ -35,6 +35,7 @@ Variables (all optional):
                            counts as lost (default 600)
     RLWEB_LOGGED_FILE_MAX_MB  the largest video or checkpoint a script may upload to a logged run (default 200)
     RLWEB_LOGGED_POINTS_MAX_MB  the largest request of points a script may send to a logged run (default 16)
+    RLWEB_TENSORBOARD_IMPORT_MAX_MB  the largest TensorBoard folder to import, as its archive and unpacked (default 100)
     RLWEB_ENV_MODULES      modules allowed in `module:EnvId` environment ids, comma-separated (default none)
     RLWEB_MAX_RUN_MEMORY_MB  memory one run may plan for (default 0: half of the machine's memory)
     RLWEB_S3_BUCKET        checkpoints and videos go to this S3-compatible bucket instead of <var>/media (default
@@ -184,6 +185,7 @@ HEARTBEAT_TIMEOUT = env_int("RLWEB_HEARTBEAT_TIMEOUT", 30)  # reaped every 10 s:
 LOGGED_RUN_SILENCE_SECONDS = env_int("RLWEB_LOGGED_RUN_SILENCE_SECONDS", 600)  # rlweb/logged: then it is lost
 LOGGED_FILE_MAX_MB = env_int("RLWEB_LOGGED_FILE_MAX_MB", 200)  # per uploaded file of a logged run
 LOGGED_POINTS_MAX_MB = env_int("RLWEB_LOGGED_POINTS_MAX_MB", 16)  # per points request (5,000 points, many metrics)
+TENSORBOARD_IMPORT_MAX_MB = env_int("RLWEB_TENSORBOARD_IMPORT_MAX_MB", 100)  # rlweb/logged/tensorboard.py
 API_RATE_PER_MINUTE = env_int("RLWEB_API_RATE_PER_MINUTE", 600)  # per API token (rlweb/api/throttle.py)
 # read by `trainer` itself from the environment (it never imports Django); shown here for the admin
 ENV_MODULES = env_list("RLWEB_ENV_MODULES", "")

@@ -9,6 +9,7 @@ urlpatterns = [
     path("", include("rlweb.experiments.urls")),
     path("sweeps/", include("rlweb.sweeps.urls")),
     path("projects/", include("rlweb.projects.urls")),
+    path("runs/", include("rlweb.logged.urls")),
     path("api/", api_urls()),
     path("account/tokens/", include("rlweb.api.urls")),
 ]

@@ -14,6 +14,7 @@ from urllib.parse import urljoin
 
 from rlweb_client.batches import count_fitting, max_bytes_of
 from rlweb_client.offline import append_record, read_records
+from rlweb_client import tensorboard
 from rlweb_client.run import VERSION
 from rlweb_client.transport import Api, Refused, Unreachable
 
@@ -116,7 +117,11 @@ def main(argv=None) -> int:
     sync.add_argument("--url", default=os.environ.get("RLWEB_URL"),
                       help="the rlweb site (default: $RLWEB_URL, else the one each file was logged to)")
     sync.add_argument("--token", default=os.environ.get("RLWEB_TOKEN"), help="an API token (default: $RLWEB_TOKEN)")
+    tensorboard.add_command(commands)
     arguments = parser.parse_args(argv)
+    if arguments.command == "import-tensorboard":
+        return tensorboard.import_folder(arguments.folder, arguments.experiment, arguments.name, arguments.url,
+                                         arguments.token)
     return sync_folder(arguments.folder, arguments.url, arguments.token)
 
 

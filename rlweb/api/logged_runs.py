@@ -21,7 +21,7 @@ from pydantic import field_validator
 from rlweb.api.schemas import Body
 from rlweb.experiments import storage_use
 from rlweb.experiments.models import LOGGED, Run
-from rlweb.logged import runs
+from rlweb.logged import runs, tensorboard
 from rlweb.logged.models import LoggedRun
 from rlweb.projects import access
 
@@ -153,6 +153,39 @@ def create(request, body: LoggedRunIn):
     use), running from now on. Points go to `/points` numbered from `next_seq`."""
     run = runs.create(request.user, **body.dict())
     return Status(201, {"id": run.pk, "experiment_id": run.experiment_id, "next_seq": 1,
+                        "url": request.build_absolute_uri(run.get_absolute_url()),
+                        "points_max_bytes": points_max_bytes()})
+
+
+def archive_bound(run):
+    """Refuse an upload larger than RLWEB_TENSORBOARD_IMPORT_MAX_MB from its Content-Length, before it is read."""
+
+    @functools.wraps(run)
+    def bounded(request, *args, **kwargs):
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > tensorboard.max_bytes() + 64 * 1024:  # the form's other fields and boundaries
+            return JsonResponse({"detail": tensorboard.too_large("The upload", length).detail}, status=413)
+        return run(request, *args, **kwargs)
+
+    return bounded
+
+
+@router.post("/import-tensorboard", response={201: Created})
+@decorate_view(archive_bound)
+def import_tensorboard(request, experiment: str = Form(..., min_length=1, max_length=200),
+                       name: str = Form("", max_length=200), file: UploadedFile = File(...)):
+    """A finished run of the logged experiment `experiment` holding the scalars of a TensorBoard log folder, sent
+    as a .zip or .tar.gz (`python -m rlweb_client import-tensorboard DIR` makes and sends one): each tag a metric,
+    each step a point. 413 past RLWEB_TENSORBOARD_IMPORT_MAX_MB (the archive, or unpacked); 400 for a member
+    outside the folder (absolute, `..`), a link, or no scalars."""
+    try:
+        run = tensorboard.import_archive(request.user, experiment, file, name=name)
+    except runs.Refused as error:
+        raise refused(error) from None
+    return Status(201, {"id": run.pk, "experiment_id": run.experiment_id, "next_seq": run.logged.stored_through + 1,
                         "url": request.build_absolute_uri(run.get_absolute_url()),
                         "points_max_bytes": points_max_bytes()})
 

@@ -1,0 +1,63 @@
+"""`python -m rlweb_client import-tensorboard DIR --experiment NAME`: send a TensorBoard log folder to the site,
+zipped (its event files and folders, nothing else), as a finished run of the logged experiment NAME; the server
+reads the scalars (rlweb/logged/tensorboard.py). Standard library only."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Optional
+
+from rlweb_client.run import VERSION
+from rlweb_client.transport import Api, Refused, Unreachable
+
+EVENT_FILE = "events.out.tfevents"
+
+
+def zip_folder(folder: Path, archive: Path) -> int:
+    """Zip the event files under `folder` (links are not followed) into `archive`; returns how many."""
+    count = 0
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
+        for path in sorted(folder.rglob(f"{EVENT_FILE}*")):
+            if path.is_file() and not path.is_symlink():
+                bundle.write(path, path.relative_to(folder).as_posix())
+                count += 1
+    return count
+
+
+def import_folder(folder: Path, experiment: str, name: Optional[str], url: Optional[str],
+                  token: Optional[str]) -> int:
+    """0 when the site made the run (its address is printed), else 1 with why."""
+    if not url or not token:
+        print("give the site's address and an API token (--url and --token, or RLWEB_URL and RLWEB_TOKEN)")
+        return 1
+    if not folder.is_dir():
+        print(f"{folder} is not a folder")
+        return 1
+    with tempfile.TemporaryDirectory(prefix="rlweb-tensorboard-") as scratch:
+        archive = Path(scratch) / f"{folder.resolve().name or 'tensorboard'}.zip"
+        if not zip_folder(folder, archive):
+            print(f"no TensorBoard event files ({EVENT_FILE}*) in {folder}")
+            return 1
+        api = Api(url, token, user_agent=f"rlweb-client/{VERSION}", timeout=600)
+        fields = {"experiment": experiment, **({"name": name} if name else {})}
+        try:
+            answer = api.post_file("/logged-runs/import-tensorboard", fields, str(archive))
+        except (Refused, Unreachable) as error:
+            print(f"{folder}: not imported: {error}")
+            return 1
+    print(f"{folder}: imported as run {answer['id']}: {answer.get('url', '')}")
+    return 0
+
+
+def add_command(commands) -> None:
+    command = commands.add_parser("import-tensorboard", help="import a TensorBoard log folder as a finished run",
+                                  description="Send the TensorBoard event files under FOLDER as a finished run of "
+                                              "the logged experiment NAME.")
+    command.add_argument("folder", type=Path, help="the log folder, e.g. ./runs/ppo_1")
+    command.add_argument("--experiment", required=True, help="the experiment's name (made on first use)")
+    command.add_argument("--name", help="the run's label (default: the archive's name)")
+    command.add_argument("--url", default=os.environ.get("RLWEB_URL"), help="the rlweb site (default: $RLWEB_URL)")
+    command.add_argument("--token", default=os.environ.get("RLWEB_TOKEN"), help="an API token (default: $RLWEB_TOKEN)")
