@@ -20,6 +20,7 @@ class Detail(Schema):
 
 class ExperimentOut(Schema):
     id: int
+    project_id: int | None  # shared with that project's members; None: private
     name: str
     algorithm: str
     env_id: str

@@ -40,10 +40,12 @@ class SweepIn(Body):
     parallel: int | None = None
     seeds_per_trial: int | None = None
     device: str | None = None
+    project: int | None = Field(None, description="A project you own or edit (its members see it); none: private.")
 
 
 class SweepOut(Schema):
     id: int
+    project_id: int | None
     name: str
     algorithm: str
     env_id: str

@@ -10,6 +10,7 @@ urlpatterns = [
     path("experiments/<int:experiment_id>/clone/", views.experiment_clone, name="experiment-clone"),
     path("experiments/<int:experiment_id>/delete/", views.experiment_delete, name="experiment-delete"),
     path("experiments/<int:experiment_id>/notes/", views.experiment_notes, name="experiment-notes"),
+    path("experiments/<int:experiment_id>/project/", views.experiment_project, name="experiment-project"),
     path("runs/", views.run_list, name="run-list"),
     path("runs/stream", run_views.runs_stream, name="runs-stream"),
     path("runs/<int:run_id>/", run_views.run_detail, name="run-detail"),

@@ -147,8 +147,29 @@ def experiment_delete(request, experiment_id: int):
 def experiment_detail(request, experiment_id: int):
     experiment = owned_experiment(request, experiment_id)
     runs = list(experiment.runs.all())
-    return render(request, "experiments/experiment_detail.html",
-                  {"experiment": experiment, "runs": runs, "active_count": sum(run.is_active for run in runs)})
+    movable = access.can_move(request.user, experiment)
+    return render(request, "experiments/experiment_detail.html", {
+        "experiment": experiment, "runs": runs, "active_count": sum(run.is_active for run in runs),
+        "can_edit": access.can_edit(request.user, experiment),
+        "projects": access.editable_projects(request.user) if movable else None})
+
+
+@require_POST
+def experiment_project(request, experiment_id: int):
+    """Put the experiment (and so its runs, logged ones too) in one of the owner's projects, or make it private
+    (`project` empty). Only its owner may (403 for the project's members)."""
+    experiment = owned_experiment(request, experiment_id)
+    if not access.can_move(request.user, experiment):
+        raise PermissionDenied("Only the experiment's owner chooses who sees it.")
+    chosen = request.POST.get("project")
+    project = access.editable_projects(request.user).filter(pk=chosen).first() if chosen and chosen.isdigit() else None
+    if chosen is None or chosen and project is None:
+        messages.error(request, "Choose one of your projects, or none to make it private.")
+    else:
+        experiment.project = project
+        experiment.save(update_fields=["project"])
+        messages.success(request, f"Now in the project “{project}”." if project else "Now private: only you see it.")
+    return redirect(experiment)
 
 
 def storage_page(request):

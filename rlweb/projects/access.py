@@ -4,6 +4,7 @@ and API endpoint uses (through the access helpers `owned_experiment`, `owned_run
 - See: its owner, and every member of its project (the project's owner, viewers, editors).
 - Act (launch into the project, cancel, resume, change, delete, notes, checkpoint jobs, sweeps): its owner, the
   project's owner and its editors. A viewer who tries gets 403; someone who cannot see it gets 404.
+- Move it into a project or back to private: its owner alone.
 
 The rule is written as filters over the owner and project fields, so it knows no model of experiments or sweeps:
 `prefix` is the path from the queried model to the object that has them (`experiment__` for a run,
@@ -39,6 +40,11 @@ def can_edit(user, shared) -> bool:
     if shared.project_id is None:
         return False
     return editable_projects(user).filter(pk=shared.project_id).exists()
+
+
+def can_move(user, shared) -> bool:
+    """Whether `user` may put `shared` in a project or take it out: only its owner decides who sees their work."""
+    return shared.owner_id == user.pk
 
 
 def role_of(user, project: Project) -> str:

@@ -23,6 +23,8 @@ from rlweb.experiments.forms import (DEFAULT_ENV_ID, HYPERPARAMETER_PREFIX, algo
                                      default_algorithm, device_choices, preset_fields, processes_error)
 from rlweb.experiments import storage_use
 from rlweb.experiments.models import Experiment, Run, queue_of_device
+from rlweb.projects import access
+from rlweb.projects.models import Project
 from rlweb.sweeps.models import OBJECTIVES, Sweep
 from rlweb.sweeps.study import grid_size
 
@@ -67,10 +69,15 @@ class SweepForm(forms.Form):
                                          help_text="A trial's value is the mean over its seeds.")
     device = forms.ChoiceField(choices=device_choices, initial=Experiment.Device.AUTO)
     preset = forms.CharField(required=False, max_length=100, widget=forms.HiddenInput)
+    project = forms.ModelChoiceField(queryset=Project.objects.none(), required=False, empty_label="None: private",
+                                     help_text="Its members see the sweep and its trials; its editors may also "
+                                               "cancel, extend and delete it.")
 
     def __init__(self, *args, algorithm: str | None = None, owner=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.owner = owner
+        if owner is not None:  # the projects the owner may start a sweep in: owned, or an editor of
+            self.fields["project"].queryset = access.editable_projects(owner)
         most = settings.MAX_TOTAL_STEPS
         self.fields["total_steps"].validators.append(
             MaxValueValidator(most, message=f"At most {most:,} environment steps per run on this site."))
@@ -200,7 +207,7 @@ class SweepForm(forms.Form):
             last_evaluations=data["last_evaluations"], threshold=data.get("threshold"), sampler=data["sampler"],
             seed=data["seed"], pruner=data["pruner"], pruner_warmup_steps=data.get("pruner_warmup_steps"),
             trials=data["trials"], parallel=data["parallel"],
-            seeds_per_trial=data["seeds_per_trial"], device=data["device"])
+            seeds_per_trial=data["seeds_per_trial"], device=data["device"], project=data.get("project"))
 
 
 class ExtendForm(forms.Form):

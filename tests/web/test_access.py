@@ -27,7 +27,8 @@ LOGIN_PAGES = ("/login/?next=", "/admin/login/?next=")
 OBJECT_KWARGS = {"experiment_id", "run_id", "checkpoint_id", "video_id", "invitation_id", "sweep_id", "user_id",
                  "token_id", "project_id"}
 NOT_SHARED = {"invitation_id", "user_id", "token_id"}  # a project shares none of these: its members get 404 too
-OWNER_ONLY = {"project-member-add", "project-member-remove", "api-1:member_add"}  # managing members: 403 to them
+# managing members, and moving an experiment in or out of a project: 403 to the members
+OWNER_ONLY = {"project-member-add", "project-member-remove", "api-1:member_add", "experiment-project"}
 API_PUBLIC = {"api-1:openapi-json", "api-1:openapi-view", "api-1:api-root"}  # schema, docs and root (a 404): no data
 ROUTE_PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>|\(\?P<(\w+)>[^)]*\)")
 

@@ -10,6 +10,8 @@ from rlweb.api.models import ApiToken
 from rlweb.experiments.forms import ExperimentForm
 from rlweb.experiments.models import Experiment, Run
 from rlweb.projects.models import Membership, Project
+from rlweb.sweeps.forms import SweepForm
+from rlweb.sweeps.models import Sweep
 from tests.web.helpers import PASSWORD, body_of
 
 
@@ -166,3 +168,38 @@ def test_the_projects_page_makes_a_project_and_lists_it_with_the_role(owner, vie
     created = Client().post("/api/projects", {"name": "third"}, content_type="application/json", **bearer(viewer))
     assert created.status_code == 201 and created.json()["owner"] == "viewer"
     assert [row["name"] for row in Client().get("/api/projects", **bearer(viewer)).json()] == ["lab", "third"]
+
+
+def test_the_owner_shares_an_experiment_and_takes_it_back_and_no_member_may(owner, viewer, editor, project,
+                                                                               make_experiment):
+    experiment = make_experiment(name="moved")
+    url = f"/experiments/{experiment.pk}/project/"
+    assert signed_in(viewer).get(f"/experiments/{experiment.pk}/").status_code == 404
+    assert signed_in(owner).post(url, {"project": project.pk}).status_code == 302
+    assert signed_in(viewer).get(f"/experiments/{experiment.pk}/").status_code == 200
+    assert signed_in(editor).post(url, {"project": ""}).status_code == 403
+    assert Experiment.objects.get(pk=experiment.pk).project == project
+    elsewhere = Project.objects.create(name="not mine", owner=editor)
+    signed_in(owner).post(url, {"project": elsewhere.pk})  # a project the owner cannot launch into: refused
+    assert Experiment.objects.get(pk=experiment.pk).project == project
+    signed_in(owner).post(url, {"project": ""})
+    assert signed_in(viewer).get(f"/experiments/{experiment.pk}/").status_code == 404
+
+
+def test_a_sweep_in_the_project_is_seen_by_a_viewer_who_cannot_cancel_extend_or_delete_it(owner, viewer, project):
+    sweep = Sweep.objects.create(owner=owner, name="shared-sweep", algorithm="dqn", env_id="CartPole-v1",
+                                 total_steps=400, eval_interval=200, project=project, space=[
+                                     {"name": "learning_rate", "type": "float", "low": 1e-4, "high": 1e-2}])
+    client = signed_in(viewer)
+    assert client.get(f"/sweeps/{sweep.pk}/").status_code == 200
+    assert b"shared-sweep" in body_of(client.get("/sweeps/"))
+    for action in ("cancel", "extend", "delete", "launch-best"):
+        assert client.post(f"/sweeps/{sweep.pk}/{action}/", {"more": 1, "seeds": 1}).status_code == 403, action
+    assert Sweep.objects.get(pk=sweep.pk).status == "running"
+    assert [row["name"] for row in Client().get("/api/sweeps", **bearer(viewer)).json()] == ["shared-sweep"]
+
+
+def test_the_sweep_form_offers_only_the_projects_one_may_launch_into(owner, viewer, editor, project):
+    assert list(SweepForm(owner=viewer).fields["project"].queryset) == []
+    assert list(SweepForm(owner=editor).fields["project"].queryset) == [project]
+    assert list(SweepForm(owner=owner).fields["project"].queryset) == [project]
