@@ -118,6 +118,7 @@ def test_the_workers_page_shows_each_workers_plugins_and_the_broken_ones(owner_c
     assert f"<code>soft-dqn</code> <span class=\"muted\">{EXAMPLE} {example_version()}</span>" in page
     assert "<code>import-error</code> broken: " + BROKEN_PACKAGE in page  # the worker's own report
     assert f"<code>bad-config</code> from {BROKEN_PACKAGE} 1.0.0 is broken" in page  # this web server's
+    assert page.count('id="algorithm-plugins"') == 1 and page.index("</title>") < page.index('id="algorithm-plugins"')
 
 
 def test_a_plugin_that_crashes_in_train_fails_its_run_and_the_worker_trains_the_next(make_experiment,
