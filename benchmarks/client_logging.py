@@ -33,6 +33,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -313,6 +314,7 @@ def run_benchmark(args, database_url: str) -> None:
     finally:
         stop_server(server)
     results = [json.loads((folder / f"{number}.json").read_text()) for number in range(args.clients)]
+    shutil.rmtree(folder, ignore_errors=True)
     report(args, results, readers, history_times, history_errors, Event, (load_before, load_after), cpu)
     if profile:
         print_profile(profile)
@@ -375,6 +377,7 @@ def print_profile(profile: Path) -> None:
         total += samples
         for frame in set(stack.split(";")):
             own[frame] = own.get(frame, 0) + samples
-    print(f"\nweb server profile: {total} samples; frames by the share of samples they appear in:")
+    print(f"\nweb server profile ({profile}, py-spy's raw format): {total} samples; frames by the share of samples "
+          f"they appear in:")
     for frame, samples in sorted(own.items(), key=lambda item: -item[1])[:40]:
         print(f"{samples / total:6.1%}  {frame}")
