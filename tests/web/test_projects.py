@@ -203,3 +203,14 @@ def test_the_sweep_form_offers_only_the_projects_one_may_launch_into(owner, view
     assert list(SweepForm(owner=viewer).fields["project"].queryset) == []
     assert list(SweepForm(owner=editor).fields["project"].queryset) == [project]
     assert list(SweepForm(owner=owner).fields["project"].queryset) == [project]
+
+
+def test_through_the_api_an_editor_launches_into_the_project_and_a_viewer_is_told_the_field(viewer, editor,
+                                                                                           project):
+    body = {"algorithm": "dqn", "env_id": "CartPole-v1", "total_steps": 400, "project": project.pk}
+    refused = Client().post("/api/experiments", body, content_type="application/json", **bearer(viewer))
+    assert refused.status_code == 422
+    assert [error["loc"] for error in refused.json()["detail"]] == [["body", "project"]]
+    created = Client().post("/api/experiments", body, content_type="application/json", **bearer(editor))
+    assert created.status_code == 201 and created.json()["project_id"] == project.pk
+    assert Experiment.objects.get(pk=created.json()["id"]).owner == editor
