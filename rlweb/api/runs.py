@@ -69,10 +69,14 @@ def run_cancel(request, run_id: int):
 
 @router.post("/runs/{run_id}/resume", response=Outcome)
 def run_resume(request, run_id: int):
-    """Queue a cancelled or lost run again from its latest checkpoint; 409 for any other, and for a logged run."""
+    """Queue a cancelled or lost run again from its latest checkpoint; 409 for any other, for a logged run, and when
+    the owner's storage is full or the run asks for more than the site now allows (the reason in `detail`)."""
     run = owned_run(request, run_id, edit=True)
     if run.experiment.is_logged:
         raise HttpError(409, LOGGED_ONLY)
+    refusal = lifecycle.resume_refusal(run) if run.is_resumable else None
+    if refusal:
+        raise HttpError(409, refusal)
     if not lifecycle.resume(run):
         raise HttpError(409, f"Only a cancelled or lost run can be resumed; this one is {run.status}.")
     return {"outcome": "queued"}

@@ -9,7 +9,7 @@ import pytest
 from django.core.files.base import ContentFile
 
 from rlweb.experiments import history
-from rlweb.experiments.models import Run, Video
+from rlweb.experiments.models import Checkpoint, Run, Video
 from rlweb.experiments.redis_keys import changes_key
 from tests.web.api_helpers import owner_api, stranger_api  # noqa: F401  (fixtures)
 from tests.web.helpers import body_of
@@ -40,6 +40,16 @@ def test_cancel_and_resume_use_the_lifecycle(owner_api, queued_run):
     queued_run.refresh_from_db()
     assert queued_run.status == Run.Status.QUEUED
     assert owner_api.post(f"/api/runs/{queued_run.pk}/resume").status_code == 409
+
+
+def test_a_resume_refused_by_the_storage_quota_says_why(owner_api, queued_run, settings):
+    settings.STORAGE_QUOTA_MB = 1
+    Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.CANCELLED)
+    Checkpoint.objects.create(run=queued_run, tag="final", step=10, file="checkpoints/none.zip", size=2 * 2**20)
+    response = owner_api.post(f"/api/runs/{queued_run.pk}/resume")
+    assert response.status_code == 409 and "2.0 MB of the 1.0 MB" in response.json()["detail"]
+    queued_run.refresh_from_db()
+    assert queued_run.status == Run.Status.CANCELLED
 
 
 def test_a_live_change_is_checked_recorded_and_sent_to_the_worker(owner_api, queued_run, live_redis):
