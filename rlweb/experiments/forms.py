@@ -28,7 +28,7 @@ from trainer.params import Param
 from trainer.runner import MAX_CHECKPOINTS, interval_errors
 
 from rlweb.experiments import storage_use, workers
-from rlweb.experiments.models import LOGGED, Experiment, Run, queue_of_device
+from rlweb.experiments.models import Experiment, Run, queue_of_device
 from rlweb.projects import access
 from rlweb.projects.models import Project
 
@@ -298,8 +298,7 @@ class ExperimentForm(forms.ModelForm):
         seeds = self.cleaned_data["num_seeds"]
         if self.owner is None:
             return seeds
-        active = Run.objects.filter(experiment__owner=self.owner, status__in=Run.ACTIVE).exclude(
-            experiment__algorithm=LOGGED).count()  # a script's runs use its own machine, not the workers
+        active = Run.active_count(self.owner.pk)
         limit = settings.MAX_ACTIVE_RUNS_PER_USER
         room = max(0, limit - active)
         if seeds > room:

@@ -251,6 +251,13 @@ class Run(models.Model):
         elapsed = (timezone.now() - self.started_at).total_seconds()
         return max(0.0, (self.total_steps - self.steps_done) * elapsed / done)
 
+    @staticmethod
+    def active_count(owner_id: int) -> int:
+        """The user's queued and running runs that count toward settings.MAX_ACTIVE_RUNS_PER_USER: a script's logged
+        runs use its own machine, not the workers, and do not."""
+        return Run.objects.filter(experiment__owner_id=owner_id, status__in=Run.ACTIVE).exclude(
+            experiment__algorithm=LOGGED).count()
+
     def latest_checkpoint(self) -> "Checkpoint | None":
         return self.current_checkpoints().order_by("-step", "-id").first()
 

@@ -226,7 +226,7 @@ class LaunchBestForm(forms.Form):
         full = storage_use.full_message(self.owner) if self.owner is not None else None
         if full:
             raise forms.ValidationError(full)
-        active = Run.objects.filter(experiment__owner=self.owner, status__in=Run.ACTIVE).count()
+        active = Run.active_count(self.owner.pk) if self.owner is not None else 0
         if self.owner is not None and active + seeds > settings.MAX_ACTIVE_RUNS_PER_USER:
             raise forms.ValidationError(f"You have {active} queued or running run{pluralize(active)}; this site allows "
                                         f"{settings.MAX_ACTIVE_RUNS_PER_USER} at a time.")

@@ -182,8 +182,7 @@ def advance_locked(sweep: Sweep) -> None:
 
 def room_for_runs(sweep: Sweep) -> bool:
     """The site's limit of queued and running runs per user holds for sweeps too: the next trial waits."""
-    active = Run.objects.filter(experiment__owner_id=sweep.owner_id, status__in=Run.ACTIVE).count()
-    return active + sweep.seeds_per_trial <= settings.MAX_ACTIVE_RUNS_PER_USER
+    return Run.active_count(sweep.owner_id) + sweep.seeds_per_trial <= settings.MAX_ACTIVE_RUNS_PER_USER
 
 
 def start_trial(sweep: Sweep, draw: int) -> bool:

@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from rlweb.experiments.models import Experiment, Run
 from rlweb.sweeps.models import Sweep
+from rlweb.sweeps.study import room_for_runs
 from tests.web.api_helpers import owner_api, stranger_api  # noqa: F401  (fixtures)
 from tests.web.helpers import form_data
 from tests.web.test_api_experiments import TINY
@@ -70,3 +71,14 @@ def test_running_logged_runs_take_no_room_in_the_limit_of_active_runs_through_th
     answer = owner_api.post_json("/api/experiments", {**TINY, "num_seeds": 2})
     assert answer.status_code == 201, answer.content
     assert Experiment.objects.get(pk=answer.json()["id"]).runs.count() == 2
+
+
+def test_running_logged_runs_take_no_room_from_a_sweeps_next_trials(owner, make_experiment, settings):
+    settings.MAX_ACTIVE_RUNS_PER_USER = 2
+    for _ in range(3):
+        logged_run(owner)
+    assert Run.active_count(owner.pk) == 0
+    sweep = Sweep(owner=owner, seeds_per_trial=2)
+    assert room_for_runs(sweep)
+    Run.objects.create(experiment=make_experiment(), total_steps=10)  # a queued run of the workers does count
+    assert Run.active_count(owner.pk) == 1 and not room_for_runs(sweep)
