@@ -77,3 +77,42 @@ def test_the_learning_rate_of_a_running_run_changes_from_its_page(site, browser)
 
     page.click("#cancel-form button")  # leave no run training behind
     page.wait_for_function("document.getElementById('run-status').textContent === 'cancelled'", timeout=60_000)
+
+
+def test_a_plugins_algorithm_is_launched_from_the_form_on_its_own_environment_and_its_chart_drawn_live(
+        site, browser):
+    """Issue 29: the example plugin (examples/plugin, installed beside rlweb) is offered by the form with its own
+    live setting, its environment comes from its Gymnasium entry point, and its run trains on the worker with its
+    return drawn live."""
+    pytest.importorskip("rlweb_example_plugin", reason="the example plugin is installed by .ci/run")
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.set_default_timeout(30_000)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(site + "/login/")  # the account the test above made
+    page.fill("#id_username", USERNAME)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(site + "/")
+    page.goto(site + "/experiments/new/")
+    assert "soft-dqn" in page.eval_on_selector_all("#id_algorithm option", "(all) => all.map((o) => o.value)")
+    page.select_option("#id_algorithm", "soft-dqn")
+    page.wait_for_selector("#id_hp_temperature")  # the plugin's own field, rendered from its config
+    page.fill("#id_name", "Soft DQN in the corridor")
+    page.fill("#id_env_id", "rlweb-example/Corridor-v0")
+    for field, value in {"total_steps": "20000", "eval_interval": "1000", "eval_episodes": "2",
+                         "hp_learning_starts": "200", "hp_buffer_size": "5000", "hp_batch_size": "32",
+                         "hp_hidden_layers": "32"}.items():
+        page.fill(f"#id_{field}", value)
+    page.select_option("#id_device", "cpu")
+    page.click("text=Create and launch")
+    page.wait_for_selector("#run-table")
+    page.click("#run-table a[data-run-id]")
+    page.wait_for_function("document.getElementById('run-status').textContent === 'running'", timeout=180_000)
+    page.wait_for_function(f"(({RETURNS} || {{}}).data || []).some((trace) => trace.x.length >= 2)",
+                           timeout=180_000)  # points arrive while it trains
+    assert page.text_content("#run-status") == "running"
+    assert page.input_value("#id_hp_temperature")  # its live setting on the live-change form
+    page.click("#cancel-form button")
+    page.wait_for_function("document.getElementById('run-status').textContent === 'cancelled'", timeout=60_000)
+    assert not errors
