@@ -139,3 +139,36 @@ def test_a_broken_plugin_is_not_offered_and_the_form_still_works(owner_client, b
     response = owner_client.post(reverse("experiment-new") + "?algorithm=import-error",
                                  form_data(algorithm="import-error"))
     assert response.status_code == 200 and Run.objects.count() == 0
+
+
+def test_a_plugin_run_is_compared_beside_a_built_in_one_on_the_plugins_environment(owner_client, make_experiment):
+    soft = make_experiment(algorithm="soft-dqn", env_id=EXAMPLE_ENV, total_steps=300, eval_interval=150,
+                           hyperparameters=trainer.validate("soft-dqn", EXAMPLE_ENV, TINY_SOFT_DQN))
+    dqn = make_experiment(env_id=EXAMPLE_ENV, total_steps=300, eval_interval=150)
+    runs = [Run.objects.create(experiment=experiment, total_steps=300) for experiment in (soft, dqn)]
+    for run in runs:
+        assert train_run(run.pk) == "succeeded"
+    selected = {"runs": ",".join(str(run.pk) for run in runs)}
+    data = owner_client.get(reverse("compare-data"), selected).json()
+    assert [row["algorithm"] for row in data["runs"]] == ["soft-dqn", "dqn"]
+    returns = next(metric for metric in data["metrics"] if metric["key"] == "eval/return_mean")
+    assert all(returns["runs"][str(run.pk)] for run in runs)  # both curves, side by side
+    page = owner_client.get(reverse("compare"), selected)
+    assert page.status_code == 200
+    assert "temperature" in [row["name"] for row in page.context["hyperparameters"]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sweep_over_the_plugins_live_setting_trains_its_trials(owner):
+    from tests.web.test_sweep_study import make_sweep, work
+
+    sweep = make_sweep(owner, algorithm="soft-dqn", env_id=EXAMPLE_ENV, fixed=dict(TINY_SOFT_DQN), trials=2,
+                       parallel=1, pruner="none", total_steps=300, eval_interval=150, eval_episodes=1,
+                       space=[{"name": "temperature", "type": "float", "low": 0.001, "high": 0.1, "log": True}])
+    statuses = work(sweep, threads=1)
+    sweep.refresh_from_db()
+    assert sweep.status == sweep.Status.FINISHED and sorted(statuses.values()) == ["succeeded", "succeeded"]
+    trials = list(sweep.trial_set.order_by("number"))
+    assert [trial.state for trial in trials] == ["complete", "complete"]
+    assert all(trial.experiment.algorithm == "soft-dqn" and 0.001 <= trial.experiment.hyperparameters["temperature"]
+               <= 0.1 for trial in trials)
