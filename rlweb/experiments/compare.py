@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from django.db.models import Max
 from trainer.events import METRIC_KINDS
 
 from rlweb.experiments import history
@@ -58,6 +59,24 @@ def parse_run_ids(values: list[str]) -> list[int]:
         if len(ids) > MAX_RUNS:  # stop at once: a long list is not worth reading further
             raise SelectionError(f"A comparison holds at most {MAX_RUNS} runs; more were asked for.")
     return ids
+
+
+def stored_through(run_ids: list[int]) -> dict[int, int]:
+    """{run id: the last seq the database holds for it} (runs without events left out)."""
+    return dict(Event.objects.filter(run_id__in=run_ids).values("run_id").annotate(last=Max("seq"))
+                .values_list("run_id", "last"))
+
+
+def parse_positions(value: str, run_ids: list[int]) -> dict[int, int]:
+    """`after=3:120,7:98`, the seqs a page drew each run through, for the selected runs only; anything else in it
+    is left out (the stream then starts from what the database holds, as without it)."""
+    positions = {}
+    for piece in value.split(",")[:MAX_RUNS]:
+        run, _, seq = piece.partition(":")
+        if run.isascii() and run.isdigit() and seq.isascii() and seq.isdigit() and len(run) <= 18 and len(seq) <= 18:
+            if int(run) in run_ids:
+                positions[int(run)] = int(seq)
+    return positions
 
 
 def parse_ids(values: list[str]) -> list[int]:
@@ -333,6 +352,7 @@ def comparison(runs: list[Run], options: Options) -> dict:
     """Everything the compare page draws: runs, each shared metric's curve per run along the x axis (or, when
     runs are grouped, each group's mean and band), the summary table and the videos. Groups are aggregated
     from the run page's summary (up to about a thousand points per metric), not from the thinner curves."""
+    drawn_through = stored_through([run.pk for run in runs])  # read first: a point stored meanwhile is news
     series_by_run = {run.pk: history.metric_series(run) for run in runs}
     metrics = []
     for key in shared_metrics(series_by_run):
@@ -342,7 +362,8 @@ def comparison(runs: list[Run], options: Options) -> dict:
         else:
             metric = {"key": key, "groups": grouped_metric(runs, series_by_run, key, options)}
         metrics.append(metric)
-    return {"runs": [run_info(run) for run in runs], "options": options.__dict__, "metrics": metrics,
+    return {"runs": [{**run_info(run), "drawn_through": drawn_through.get(run.pk, 0)} for run in runs],
+            "options": options.__dict__, "metrics": metrics,
             "without_points": [run.pk for run in runs if not series_by_run[run.pk]],
             "summary": [summary_row(run, series_by_run[run.pk].get("eval/return_mean"), options.threshold)
                         for run in runs],

@@ -80,12 +80,15 @@ def compare_data(request):
 
 def compare_stream(request):
     """Server-sent events saying when any of the selected runs reports (live.watch): the page then fetches
-    compare-data again, instead of asking every few seconds."""
+    compare-data again, instead of asking every few seconds. `after=run:seq,...` names what the page drew, so that
+    what was stored between its fetch and this stream is news too."""
     try:
         runs, _, _ = selection(request)
     except compare.SelectionError as error:
         return JsonResponse({"error": str(error)}, status=400)
-    response = StreamingHttpResponse(live.watch([run.pk for run in runs]), content_type="text/event-stream")
+    run_ids = [run.pk for run in runs]
+    drawn = compare.parse_positions(request.GET.get("after", ""), run_ids)
+    response = StreamingHttpResponse(live.watch(run_ids, drawn), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each message on at once
     return response

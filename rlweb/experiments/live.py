@@ -291,17 +291,22 @@ class Watch:
         return f"event: runs\ndata: {json.dumps({'changed': changed, 'ended': sorted(ended)})}\n\n"
 
 
-async def watch(run_ids: list[int]):
+async def watch(run_ids: list[int], drawn: dict[int, int] | None = None):
     """SSE for a page that shows several runs (the compare page), over one connection: a `runs` message each time
     some of the unfinished ones report events (`changed`: run -> its latest seq) or end (`ended`), from the events
-    the database holds on; `end` once none is left. The page fetches what it draws itself; this only says when. A
+    the database holds on, or from what the page says it drew (`drawn`: run -> seq) when that is less, so that
+    events stored between its fetch and this stream are announced at once; `end` once none is left. The page fetches what it draws itself; this only says when. A
     run that ends without a final event (lost, cancelled while queued) is noticed when the streams are quiet for
     `settings.SSE_HEARTBEAT_SECONDS`."""
     client = async_redis_client()
     heartbeat_seconds = settings.SSE_HEARTBEAT_SECONDS
     try:
         yield RETRY_MESSAGE
-        runs = Watch(await read_database(unfinished_positions, run_ids))
+        positions = await read_database(unfinished_positions, run_ids)
+        for run_id, seq in (drawn or {}).items():
+            if run_id in positions:
+                positions[run_id] = min(positions[run_id], seq)
+        runs = Watch(positions)
         while runs.positions:
             try:
                 reply = await client.xread(runs.streams(), count=READ_COUNT, block=int(heartbeat_seconds * 1000))

@@ -122,7 +122,9 @@ let streamFailures = 0;
 
 function followLiveRuns() {
   if (liveSource) return;
-  const source = new EventSource(page.dataset.streamUrl);
+  // from what was drawn: points stored between the data's fetch and this stream's start are announced at once
+  const drawn = data.runs.map((run) => `${run.id}:${run.drawn_through}`).join(",");
+  const source = new EventSource(`${page.dataset.streamUrl}&after=${drawn}`);
   liveSource = source;
   const fetchSoon = () => {
     if (pollTimer === null) pollTimer = setTimeout(load, Math.max(1000, 2 * lastFetchMilliseconds));

@@ -106,3 +106,31 @@ def test_bad_run_lists_are_a_400(owner_client, runs):
 def test_the_compare_page_points_its_script_at_the_stream_of_its_runs(owner_client, trained_run):
     page = owner_client.get(f"{reverse('compare')}?runs={trained_run.pk}").content.decode()
     assert f'data-stream-url="{stream_url(trained_run)}"' in page
+
+
+def test_points_stored_between_the_pages_fetch_and_its_stream_are_announced_at_once(owner, owner_client,
+                                                                                     make_experiment, settings):
+    settings.SSE_HEARTBEAT_SECONDS = 0.2
+    run = running(make_experiment, "quiet after this")
+    sink = RedisSink(run)
+    episode(sink)
+    sink.flush()
+    drawn = owner_client.get(reverse("compare-data"), {"runs": str(run.pk)}).json()["runs"][0]["drawn_through"]
+    assert drawn == 1
+    episode(sink)  # stored after the page fetched its data, before its stream opened; then the run goes quiet
+    sink.flush()
+
+    async def first_message(url: str) -> dict:
+        client = AsyncClient()
+        await client.aforce_login(owner)
+        chunks = (await client.get(url)).streaming_content.__aiter__()
+        assert (await chunks.__anext__()).decode().startswith("retry:")
+        [message] = parse_sse((await chunks.__anext__()).decode())
+        return message
+
+    told = async_to_sync(first_message)(f"{stream_url(run)}&after={run.pk}:{drawn}")
+    assert runs_message(told) == {"changed": {str(run.pk): 2}, "ended": []}
+    not_told = async_to_sync(first_message)(stream_url(run))  # from what the database holds: nothing new yet
+    assert not_told["comment"] is not None  # a heartbeat, while the point stored meanwhile is not on the page
+    for after in (f"{run.pk}:x", "999999:0", f"{run.pk}:1:2"):  # anything else in it is left out
+        assert async_to_sync(first_message)(f"{stream_url(run)}&after={after}")["comment"] is not None
