@@ -350,9 +350,12 @@ def reap_lost_runs() -> int:
 
 def mark_lost_runs() -> int:
     """Running runs without a heartbeat for `HEARTBEAT_TIMEOUT` seconds become lost; returns how many."""
-    stale = Run.silent()
-    candidates = Run.objects.filter(stale).values_list("pk", "attempts")
-    return sum(lose(run_id, attempt, LOST_ERROR, stale) for run_id, attempt in candidates)
+    candidates = Run.objects.filter(Run.silent()).values_list("pk", "attempts", "heartbeat_at")
+    # lost only if its heartbeat is still the stale one read here: a condition on the row's own columns, since one
+    # through a join (silent() reads the experiment) makes Django's UPDATE a subquery that PostgreSQL does not
+    # check again after a concurrent reaper's update, and two reapers would both lose (and resume) the run
+    return sum(lose(run_id, attempt, LOST_ERROR, Q(heartbeat_at=beat) if beat else Q(heartbeat_at__isnull=True))
+               for run_id, attempt, beat in candidates)
 
 
 def reclaim(worker: str, started_before) -> int:
@@ -366,7 +369,8 @@ def reclaim(worker: str, started_before) -> int:
 def lose(run_id: int, attempt: int, error: str, condition: Q = Q()) -> bool:
     """Mark one attempt of a running run lost, then resume it when its experiment says so, in one transaction
     (a page never sees `lost` in between); False when it is not running that attempt any more. A run that stays
-    lost (or ends failed, out of resumes) is announced (`run_ended`)."""
+    lost (or ends failed, out of resumes) is announced (`run_ended`). `condition` names the row's own columns only
+    (no join): a joined one would not be checked again after a concurrent update on PostgreSQL."""
     with transaction.atomic():
         if not Run.objects.filter(condition, pk=run_id, status=Status.RUNNING, attempts=attempt).update(
                 status=Status.LOST, finished_at=timezone.now(), error=error):
