@@ -104,6 +104,7 @@ def test_a_job_asked_while_its_run_trains_is_done_at_once_and_a_waiting_one_is_c
     [done] = job_rows(page)
     assert done["job"] == "evaluate, 2 episodes"
 
+    site_stack.env["REDIS_URL"] = f"unix://{site_stack.var / 'redis.sock'}?db=0"  # the site's, for the registry
     jobs_worker = site_stack.orm("""
         from rlweb.experiments import workers
         result = [worker.pid for worker in workers.live_workers() if worker.queues == ["jobs"]]
