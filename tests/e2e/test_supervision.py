@@ -66,6 +66,9 @@ def signed_in(site):
     return urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
 
 
+TRAINING_WORKER = ("worker", "--queues cpu,gpu")  # the one that trains; the other serves queue jobs
+
+
 def pid_of(var: Path, *words: str) -> int:
     """The one process started for `var` whose command line has every word in `words`."""
     found = pids_of(var, *words)
@@ -139,7 +142,7 @@ def site(tmp_path_factory):
 
 
 def test_a_worker_killed_with_sigkill_is_started_again_and_trains_the_next_run_while_the_site_answers(site):
-    worker, web, server = pid_of(site.var, "worker"), pid_of(site.var, "uvicorn"), pid_of(site.var, "redis-server")
+    worker, web, server = pid_of(site.var, *TRAINING_WORKER), pid_of(site.var, "uvicorn"), pid_of(site.var, "redis-server")
     readies = log_of(site.var).count(" ready.")
     killed = time.monotonic()
     os.kill(worker, signal.SIGKILL)
@@ -151,7 +154,7 @@ def test_a_worker_killed_with_sigkill_is_started_again_and_trains_the_next_run_w
 
     log = log_of(site.var)
     assert "the Celery worker was killed by SIGKILL after" in log and "starting the Celery worker again" in log
-    assert pid_of(site.var, "worker") != worker
+    assert pid_of(site.var, *TRAINING_WORKER) != worker
     assert (pid_of(site.var, "uvicorn"), pid_of(site.var, "redis-server")) == (web, server)  # the others stayed up
     run_id = site.orm(QUEUE_RUN.format(steps=1_000))
     state = finished(site, run_id)
@@ -162,7 +165,7 @@ def test_redis_killed_with_sigkill_under_a_training_run_comes_back_with_its_data
     run_id = site.orm(QUEUE_RUN.format(steps=10_000_000))  # trains until it is cancelled below
     wait_until(lambda: (state := site.orm(RUN_STATE.format(run_id=run_id)))["status"] == "running"
                and state["steps_done"] > 0, 180, "the long run did not start training", log_end(site.var))
-    worker, web, server = pid_of(site.var, "worker"), pid_of(site.var, "uvicorn"), pid_of(site.var, "redis-server")
+    worker, web, server = pid_of(site.var, *TRAINING_WORKER), pid_of(site.var, "uvicorn"), pid_of(site.var, "redis-server")
     assert redis(site.var, b"SET written-before-the-kill yes") == b"+OK\r\n"
     # in the append-only file (the write a SIGKILL cannot undo; the disk's fsync every second is for power cuts)
     wait_until(lambda: any(b"written-before-the-kill" in path.read_bytes()
@@ -177,7 +180,7 @@ def test_redis_killed_with_sigkill_under_a_training_run_comes_back_with_its_data
     assert "Redis was killed by SIGKILL after" in log_of(site.var)
     assert redis(site.var, b"GET written-before-the-kill") == b"$3\r\nyes\r\n"  # with its data
     # nothing else was restarted: the worker and the web server reconnect by themselves
-    assert (pid_of(site.var, "worker"), pid_of(site.var, "uvicorn")) == (worker, web)
+    assert (pid_of(site.var, *TRAINING_WORKER), pid_of(site.var, "uvicorn")) == (worker, web)
 
     # the run trains on, and its live stream (the web's Redis client) delivers events made after the restart
     last_before = site.orm(LAST_SEQ.format(run_id=run_id))
@@ -202,14 +205,15 @@ def test_redis_killed_with_sigkill_under_a_training_run_comes_back_with_its_data
     next_run = site.orm(QUEUE_RUN.format(steps=1_000))
     state = finished(site, next_run)
     assert state["status"] == "succeeded", state
-    assert pid_of(site.var, "worker") == worker
+    assert pid_of(site.var, *TRAINING_WORKER) == worker
 
 
 def test_a_child_that_keeps_dying_is_reported_plainly_and_ctrl_c_still_stops_everything(tmp_path):
     with running_site(tmp_path) as site:
         supervising(tmp_path)
         supervisor = pid_of(tmp_path, "rlweb.devserver")
-        others = [pid_of(tmp_path, "worker"), pid_of(tmp_path, "beat"), pid_of(tmp_path, "redis-server")]
+        others = [pid_of(tmp_path, *TRAINING_WORKER), pid_of(tmp_path, "worker", "--queues jobs"), pid_of(tmp_path, "beat"),
+                  pid_of(tmp_path, "redis-server")]
         web = pid_of(tmp_path, "uvicorn")
         port = int(site.url.rsplit(":", 1)[1])
         os.kill(web, signal.SIGKILL)
