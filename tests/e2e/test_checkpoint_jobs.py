@@ -94,7 +94,10 @@ def test_a_job_asked_while_its_run_trains_is_done_at_once_and_a_waiting_one_is_c
         result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
     """)  # the first sign-up of the site closed it
     sign_up(page, site, "canceller", PASSWORD)
-    launch_experiment(page, site, "Cancel a job", {**TRAINING, "total_steps": "200000", "checkpoint_interval": "500"})
+    # long enough to train through the test, and checkpoints far enough apart that retention (the latest 20) deletes
+    # none of them while the form offers them
+    launch_experiment(page, site, "Cancel a job", {**TRAINING, "total_steps": "1000000",
+                                                   "checkpoint_interval": "50000"})
     page.wait_for_selector("#checkpoint-job-form:not([hidden])", timeout=240_000)  # the first checkpoint, live
     jobs_url = page.get_attribute("#run-page", "data-jobs-url")
     page.fill("#id_episodes", "2")
