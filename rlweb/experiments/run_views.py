@@ -28,13 +28,15 @@ def run_detail(request, run_id: int):
         "run": run, "experiment": run.experiment, "hyperparameters": sorted(run.experiment.hyperparameters.items()),
         "checkpoints": run.current_checkpoints(), "videos": history.video_list(run), "duration": duration_text(run),
         "queue_place": queues.queue_places([run]).get(run.pk), "job_form": CheckpointJobForm(run),
-        **jobs_context(run)})
+        **jobs_context(run, request.user)})
 
 
-def jobs_context(run) -> dict:
-    """The run's latest checkpoint jobs, for _checkpoint_jobs.html."""
+def jobs_context(run, user) -> dict:
+    """The run's latest checkpoint jobs, for _checkpoint_jobs.html, and whether `user` may act on the run (a project's
+    viewer sees no buttons)."""
     jobs = list(CheckpointJob.objects.filter(checkpoint__run=run).select_related("checkpoint", "video")[:20])
-    return {"jobs": jobs, "jobs_unfinished": any(not job.is_finished for job in jobs)}
+    return {"jobs": jobs, "jobs_unfinished": any(not job.is_finished for job in jobs),
+            "can_edit": access.can_edit(user, run.experiment)}
 
 
 @require_http_methods(["GET", "POST"])
@@ -44,7 +46,7 @@ def run_jobs(request, run_id: int):
     a plain form post gets a message and the run page back."""
     run = owned_run(request, run_id, edit=request.method == "POST")
     if request.method == "GET":
-        return render(request, "experiments/_checkpoint_jobs.html", {"run": run, **jobs_context(run)})
+        return render(request, "experiments/_checkpoint_jobs.html", {"run": run, **jobs_context(run, request.user)})
     form = CheckpointJobForm(run, request.POST)
     if run.experiment.is_logged:  # its checkpoints are whatever its script saved: no worker can load them
         answer, status = {"errors": {"": [LOGGED_CHECKPOINTS]}}, 409
@@ -58,7 +60,7 @@ def run_jobs(request, run_id: int):
     if "application/json" in request.headers.get("Accept", ""):
         return JsonResponse(answer, status=status)
     if status == 200:
-        messages.success(request, "Asked: a worker of the run's queue does it; the result appears under Checkpoints.")
+        messages.success(request, "Asked: a worker does it; the result appears under Checkpoints.")
     for name, errors in answer.get("errors", {}).items():
         for message in errors:
             messages.error(request, f"{name}: {message}".lstrip(": "))

@@ -8,7 +8,7 @@ from django.test import Client
 
 from rlweb.api.models import ApiToken
 from rlweb.experiments.forms import ExperimentForm
-from rlweb.experiments.models import Experiment, Run
+from rlweb.experiments.models import CheckpointJob, Experiment, Run
 from rlweb.projects.models import Membership, Project
 from rlweb.sweeps.forms import SweepForm
 from rlweb.sweeps.models import Sweep
@@ -214,3 +214,21 @@ def test_through_the_api_an_editor_launches_into_the_project_and_a_viewer_is_tol
     created = Client().post("/api/experiments", body, content_type="application/json", **bearer(editor))
     assert created.status_code == 201 and created.json()["project_id"] == project.pk
     assert Experiment.objects.get(pk=created.json()["id"]).owner == editor
+
+
+def test_a_viewers_pages_show_no_buttons_they_may_not_use_and_an_editors_do(viewer, editor, shared):
+    queued, cancelled, experiment = shared["queued"], shared["cancelled"], shared["experiment"]
+    Run.objects.filter(pk=queued.pk).update(status=Run.Status.RUNNING)  # the live-change form shows while it runs
+    CheckpointJob.objects.create(checkpoint=shared["checkpoint"], kind=CheckpointJob.Kind.EVALUATE, episodes=1)
+    controls = ['id="cancel-form"', 'id="live-change-form"', 'id="notes-form"']
+    for user, shown in ((viewer, False), (editor, True)):
+        client = signed_in(user)
+        running = body_of(client.get(f"/runs/{queued.pk}/")).decode()
+        assert all((control in running) is shown for control in controls), (user, shown)
+        assert ('id="resume-form"' in body_of(client.get(f"/runs/{cancelled.pk}/")).decode()) is shown
+        jobs = body_of(client.get(f"/runs/{shared['run'].pk}/jobs/")).decode()
+        assert ('class="job-cancel"' in jobs) is shown
+        trained = body_of(client.get(f"/runs/{shared['run'].pk}/")).decode()
+        before_job_form = trained.split('id="checkpoint-job-form"')[0][-300:]
+        assert ("<div hidden>" not in before_job_form) is shown  # the "Act on a checkpoint" form is hidden
+        assert ('id="notes-form"' in body_of(client.get(f"/experiments/{experiment.pk}/")).decode()) is shown

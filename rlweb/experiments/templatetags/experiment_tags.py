@@ -15,9 +15,11 @@ def markdown(text: str) -> str:
 
 
 @register.inclusion_tag("experiments/_notes.html", takes_context=True)
-def notes_section(context, text: str, action: str) -> dict:
-    """The notes card of a run or experiment page: the rendered notes and the form that edits them."""
-    return {"notes": text, "action": action, "max_length": notes.MAX_LENGTH, "csrf_token": context.get("csrf_token")}
+def notes_section(context, text: str, action: str, editable: bool = True) -> dict:
+    """The notes card of a run or experiment page: the rendered notes, and the form that edits them for a user who
+    may (a project's viewer only reads them)."""
+    return {"notes": text, "action": action, "max_length": notes.MAX_LENGTH, "csrf_token": context.get("csrf_token"),
+            "editable": editable}
 
 
 @register.filter

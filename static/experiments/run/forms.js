@@ -86,7 +86,7 @@ export function listenToJobForm() {
                                                headers: {Accept: "application/json"}});
     const answer = await response.json().catch(() => ({errors: {"": [`HTTP ${response.status}`]}}));
     showErrors(answer.errors || {});
-    status.textContent = response.ok ? "asked: a worker of the run's queue does it" : "";
+    status.textContent = response.ok ? "asked: a worker does it" : "";
     if (response.ok) refreshJobs();
   });
   form.parentElement.addEventListener("submit", async (submit) => {
