@@ -1,12 +1,13 @@
-"""A run logged from a script, watched in Chromium on the real site (`make run`'s devserver): a CleanRL-style script
-in a subprocess logs 300 points through rlweb_client (client/ on PYTHONPATH, nothing installed) over about 12 s,
-with an API token made by `manage.py apitoken`. The run page draws the curve as the points arrive: its point count
+"""A run logged from a script, watched in Chromium on the real site (`make run`'s devserver): a small CleanRL-style
+PPO (tests/e2e/cleanrl_ppo.py) in a subprocess trains on CartPole for about 12 s and logs its returns and losses
+through rlweb_client (client/ on PYTHONPATH, nothing installed), with an API token made by `manage.py apitoken`. The run page draws the curve as the points arrive: its point count
 grows while the script runs; the web server is killed (SIGKILL) mid-run and the devserver starts it again, while
 the client keeps the points and the page reconnects; at the end the chart holds every step logged, once, in order.
 Screenshot: docs/screenshots/logged-run.png."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,33 +22,8 @@ from tests.e2e.stack import REPO, SCREENSHOTS, sign_up
 pytestmark = pytest.mark.e2e
 
 USERNAME, PASSWORD = "scripter", "a long browser password 16"
-POINTS = 300
 RETURNS = "document.querySelector('[data-metric=\"charts/episodic_return\"] .chart')"
-SCRIPT = '''
-import argparse, math, random, sys, time
-import rlweb_client
-
-parser = argparse.ArgumentParser()
-parser.add_argument("--env-id", default="CartPole-v1")
-parser.add_argument("--total-timesteps", type=int, default=30_000)
-parser.add_argument("--points", type=int, default=300)
-parser.add_argument("--seconds", type=float, default=12.0)
-args = parser.parse_args()
-
-run = rlweb_client.init(experiment="cleanrl-live", config=vars(args), offline_dir="offline",
-                        retry_delay=0.2, max_retry_delay=1.0)
-print(run.url, flush=True)
-sys.stdin.readline()  # the page is open
-noise = random.Random(1)
-started = time.monotonic()
-for index in range(args.points):
-    time.sleep(max(0.0, started + index * args.seconds / args.points - time.monotonic()))
-    global_step = 100 * (index + 1)
-    run.log({"charts/episodic_return": 500 * (1 - math.exp(-index / 80)) + noise.gauss(0, 20),
-             "losses/value_loss": math.exp(-index / 100) + noise.random() / 10}, step=global_step)
-run.finish()
-print("finished", flush=True)
-'''
+SCRIPT = Path(__file__).with_name("cleanrl_ppo.py")  # a small CleanRL-style PPO on CartPole, paced to ~12 s
 
 
 def chart_count(page) -> int:
@@ -85,8 +61,8 @@ def test_a_scripts_curve_is_drawn_live_while_it_logs_through_the_client_and_thro
                           capture_output=True, text=True, timeout=60, env=django_env)
     assert made.returncode == 0, made.stderr
     mark("token")
-    (tmp_path / "train.py").write_text(SCRIPT)
-    script = subprocess.Popen([sys.executable, "train.py", "--points", str(POINTS)], cwd=tmp_path, text=True,
+    script = subprocess.Popen([sys.executable, str(SCRIPT), "--wait-for-page", "--seconds", "12"], cwd=tmp_path,
+                              text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               env={**os.environ, "PYTHONPATH": str(REPO / "client"), "RLWEB_URL": site,
                                    "RLWEB_TOKEN": made.stdout.strip()})
@@ -106,7 +82,7 @@ def test_a_scripts_curve_is_drawn_live_while_it_logs_through_the_client_and_thro
             assert script.poll() is None, f"the script ended before its curve grew on the page: {counts}"
             page.wait_for_timeout(200)
             counts.append(chart_count(page))
-        assert counts == sorted(counts) and 0 < counts[-1] < POINTS, counts
+        assert counts == sorted(counts) and counts[-1] > 0, counts
 
         # the web server dies mid-run; the devserver starts it again after 1 s
         mark(f"counts {counts}")
@@ -121,12 +97,14 @@ def test_a_scripts_curve_is_drawn_live_while_it_logs_through_the_client_and_thro
             script.communicate()
 
     # every point logged, drawn once and in order, after the outage as before it
-    page.wait_for_function(f"{RETURNS}.chart.count === {POINTS}", timeout=40_000)
+    logged = json.loads((tmp_path / "logged.json").read_text())
+    assert len(logged["returns"]) > counts[-1] and logged["losses"] == 32
+    page.wait_for_function(f"{RETURNS}.chart.count === {len(logged['returns'])}", timeout=40_000)
     page.wait_for_function(f"!{RETURNS}.querySelector('.live-tail polyline')", timeout=10_000)
     mark("all drawn")
     steps = page.evaluate(f"Array.from({RETURNS}.data.find((trace) => trace.name === 'raw').x)")
-    assert steps == [100 * (index + 1) for index in range(POINTS)]
-    assert page.locator("[data-metric='losses/value_loss'] .chart-note").text_content() == f"{POINTS} points"
+    assert steps == logged["returns"]
+    assert page.locator("[data-metric='losses/value_loss'] .chart-note").text_content() == f"{logged['losses']} points"
     page.wait_for_function("document.getElementById('run-status').textContent.trim() === 'succeeded'",
                            timeout=20_000)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
