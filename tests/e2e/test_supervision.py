@@ -99,6 +99,12 @@ def alive(pid: int) -> bool:
         return False
 
 
+def trainer_readies(var: Path) -> int:
+    """How many times the training worker said it was ready (`rlweb@host ready.`; the jobs worker is `jobs@host`,
+    and may say so for the first time at any moment after the site answers)."""
+    return len(re.findall(r"rlweb@\S+ ready\.", log_of(var)))
+
+
 def log_of(var: Path) -> str:
     return (var / "devserver.log").read_text()
 
@@ -143,10 +149,10 @@ def site(tmp_path_factory):
 
 def test_a_worker_killed_with_sigkill_is_started_again_and_trains_the_next_run_while_the_site_answers(site):
     worker, web, server = pid_of(site.var, *TRAINING_WORKER), pid_of(site.var, "uvicorn"), pid_of(site.var, "redis-server")
-    readies = log_of(site.var).count(" ready.")
+    readies = trainer_readies(site.var)
     killed = time.monotonic()
     os.kill(worker, signal.SIGKILL)
-    while log_of(site.var).count(" ready.") == readies:  # a new worker says `rlweb@host ready.`
+    while trainer_readies(site.var) == readies:  # a new worker says `rlweb@host ready.`
         assert status_of(site.url + "/login/") == 200  # the site answers all along
         assert time.monotonic() - killed < 120, log_of(site.var)[-4000:]
         time.sleep(0.2)
