@@ -17,6 +17,7 @@ from rlweb.experiments import workers
 from rlweb.experiments.models import Run
 from rlweb.experiments.tasks import train_run
 from tests.plugin_fixtures import BROKEN_PACKAGE, install_broken_plugins
+from tests.web.api_helpers import owner_api  # noqa: F401  (a fixture)
 from tests.web.helpers import TINY_DQN, form_data
 
 EXAMPLE = "rlweb-example-plugin"
@@ -172,3 +173,16 @@ def test_a_sweep_over_the_plugins_live_setting_trains_its_trials(owner):
     assert [trial.state for trial in trials] == ["complete", "complete"]
     assert all(trial.experiment.algorithm == "soft-dqn" and 0.001 <= trial.experiment.hyperparameters["temperature"]
                <= 0.1 for trial in trials)
+
+
+def test_the_api_launches_the_plugins_algorithm_and_refuses_its_bad_values_by_field(owner_api):
+    body = {"name": "soft", "algorithm": "soft-dqn", "env_id": EXAMPLE_ENV, "total_steps": 300, "eval_interval": 150,
+            "eval_episodes": 2, "device": "cpu", "hyperparameters": dict(TINY_SOFT_DQN)}
+    response = owner_api.post_json("/api/experiments", body)
+    assert response.status_code == 201, response.content
+    run = Run.objects.get(experiment_id=response.json()["id"])
+    assert run.experiment.hyperparameters["plugin"] == f"{EXAMPLE} {example_version()}"
+    assert train_run(run.pk) == "succeeded"
+    refused = owner_api.post_json("/api/experiments", {**body, "hyperparameters": {"temperature": -1}})
+    assert refused.status_code == 422
+    assert refused.json()["detail"][0]["loc"] == ["body", "hyperparameters", "temperature"]
