@@ -64,5 +64,7 @@ def test_a_training_process_reuses_the_memory_it_frees():
     a_pass()  # the heap grows once
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(10):
-        a_pass()  # 8,192 fresh pages a pass if the memory went back to the OS
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 8_000
+        a_pass()  # 8,192 fresh pages a pass if the memory went back to the OS: 81,920 in all
+    # the count is the whole process's: other threads left by earlier tests fault pages too (8,195 once in CI, a
+    # flake at the old bound of 8,000), so the bound sits well between that noise and the 81,920 of the defect
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 30_000
