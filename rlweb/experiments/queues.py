@@ -2,8 +2,8 @@
 serves that queue.
 
 The place is the order the fair-share scheduler (scheduler.py) would send the queue's runs in: those already
-sent to a worker first, then, one by one, the run of the user with the fewest running on the queue (ties: first
-launched). The estimated start comes from the running runs' time left and each run's length at its experiment's
+sent to a worker first, then, one by one, the run of the user with the fewest running on the queue (between
+equals, users take turns; then the first launched). The estimated start comes from the running runs' time left and each run's length at its experiment's
 speed so far: none until a speed is known.
 """
 
