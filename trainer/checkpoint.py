@@ -64,6 +64,8 @@ def save_checkpoint(agent, path: str | Path) -> Path:
         "action_space": space_to_json(agent.action_space),
         "extra_state": agent.extra_state(),
         "optimizers": optimizer_groups,
+        # what made the run (trainer/provenance.py): code, versions, machine, the command that repeats it
+        "environment": getattr(agent, "environment", None),
     }
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".checkpoint-", suffix=".zip")
     os.close(handle)
@@ -140,8 +142,8 @@ def parse_json(data: bytes, name: str):
 # top-level fields of config.json and the types they must have
 CONFIG_FIELDS = {"algorithm": str, "env_id": str, "hyperparameters": dict, "observation_space": dict,
                  "action_space": dict}
-OPTIONAL_FIELDS = {"seed": int, "step": int, "extra_state": dict, "optimizers": dict}  # the clock and best
-# return are read leniently (older checkpoints lack them)
+OPTIONAL_FIELDS = {"seed": int, "step": int, "extra_state": dict, "optimizers": dict}  # the clock, best
+# return and environment are read leniently (older checkpoints lack them)
 
 
 def read_config(archive: zipfile.ZipFile) -> dict:
@@ -331,6 +333,9 @@ def load_checkpoint(path: str | Path, device: str = "auto", into=None):
     agent.eval_due = config.get("eval_due") is True
     seconds = config.get("seconds_trained")  # missing from checkpoints written before they held the clock: 0
     agent.seconds_trained = float(seconds) if isinstance(seconds, (int, float)) and 0 <= seconds < math.inf else 0.0
+    # what made the weights: kept by a run that goes on from them without recording its own (a run's other processes)
+    environment = config.get("environment")
+    agent.environment = environment if isinstance(environment, dict) else None
     try:
         agent.load_extra_state(config.get("extra_state") or {})
     except (ValueError, KeyError, TypeError, IndexError, RuntimeError, AttributeError) as error:

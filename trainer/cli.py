@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import trainer
+from trainer import provenance
 from trainer.distributed import Hosts
 from trainer.events import JsonLinesSink, MultiSink, ProgressBarSink
 from trainer.runner import interval_errors
@@ -89,6 +90,16 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--storage", help="an Optuna storage URL (e.g. sqlite:///sweep.db) to keep or extend the study; "
                                          "default: a journal file in a temporary folder")
     sweep.add_argument("--study-name", default="rlweb-sweep")
+    sweep.add_argument("--method", default="optuna", choices=["optuna", "pbt"],
+                       help="optuna: trials one after another (--trials, --sampler, --pruner); pbt: population-based "
+                            "training, a population trained together whose worst members copy the best ones")
+    sweep.add_argument("--population", type=int, default=8, help="pbt: members trained together")
+    sweep.add_argument("--ready-interval", type=int, default=None,
+                       help="pbt: env steps between the points where the worst members copy the best (default: a "
+                            "tenth of --total-steps)")
+    sweep.add_argument("--quantile", type=float, default=0.25, help="pbt: the share of members that copy, and that are copied")
+    sweep.add_argument("--resample-probability", type=float, default=0.25,
+                       help="pbt: the chance that a copied value is drawn anew instead of multiplied by 0.8 or 1.2")
 
     args = parser.parse_args(argv)
     try:
@@ -184,6 +195,9 @@ def _train(args) -> int:
     for note in agent.notes(args.total_steps):
         print(f"note: {note}", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
+    agent.environment = provenance.collect(  # into its checkpoints: what made it, and the command that repeats it
+        agent, total_steps=args.total_steps, out=args.out, eval_interval=args.eval_interval,
+        eval_episodes=args.eval_episodes, checkpoint_interval=args.checkpoint_interval, video_interval=args.video_interval)
     sink = MultiSink(ProgressBarSink(args.total_steps), JsonLinesSink(args.out / "events.jsonl"))
     try:
         summary = agent.learn(args.total_steps, sink=sink, eval_interval=args.eval_interval,
@@ -245,6 +259,8 @@ def _sweep(args) -> int:
     _check_range("trials", args.trials, 1, 100_000)
     _check_range("jobs", args.jobs, 1, 1024)
     _check_range("seeds", args.seeds, 1, 1000)
+    if args.method == "pbt":
+        return _pbt(args)
     if args.startup_trials is None:
         args.startup_trials = sweep.default_startup_trials(args.trials)
     _check_range("startup-trials", args.startup_trials, 0, args.trials)
@@ -267,3 +283,28 @@ def _sweep(args) -> int:
     study = sweep.sweep(config)
     print("\n".join(sweep.report(study)))
     return 0 if any(trial.state.name == "COMPLETE" for trial in study.trials) else 1
+
+
+def _pbt(args) -> int:
+    """`sweep --method pbt`: the members trained in turn in this process (trainer/pbt.py)."""
+    from trainer import pbt, sweep
+
+    _check_range("population", args.population, 2, 1024)
+    if args.ready_interval is None:
+        args.ready_interval = max(1, args.total_steps // 10)
+    _check_range("ready-interval", args.ready_interval, 1, args.total_steps)
+    trainer.get_spec(args.algorithm)
+    if not args.param:
+        raise ValueError("give at least one --param to search")
+    dimensions = [sweep.parse_dimension(args.algorithm, text) for text in args.param]
+    preset = trainer.presets.resolve(args.algorithm, args.env_id, args.preset)
+    print(f"preset: {describe(preset)}", file=sys.stderr)
+    config = pbt.PbtConfig(
+        args.algorithm, args.env_id, dimensions, total_steps=args.total_steps, ready_interval=args.ready_interval,
+        population=args.population, eval_interval=min(args.eval_interval, args.ready_interval),
+        eval_episodes=args.eval_episodes, objective=sweep.check_objective(args.objective), quantile=args.quantile,
+        resample_probability=args.resample_probability, seed=args.seed, device=args.device,
+        preset=preset.name if preset else None)
+    members, copies = pbt.population_based_training(config, log=lambda line: print(line, file=sys.stderr))
+    print("\n".join(pbt.report(members, copies, config.objective)))
+    return 0
