@@ -44,6 +44,14 @@ Variables (all optional):
     RLWEB_S3_REDIRECT      True or False (default False): downloads and videos redirect to the bucket with a signed
                            URL instead of passing through the web server (browsers must reach the endpoint)
     RLWEB_S3_URL_SECONDS   how long such a signed URL is valid (default 600)
+    RLWEB_EMAIL_HOST, RLWEB_EMAIL_PORT, RLWEB_EMAIL_HOST_USER, RLWEB_EMAIL_HOST_PASSWORD, RLWEB_EMAIL_USE_TLS,
+    RLWEB_EMAIL_USE_SSL, RLWEB_EMAIL_FROM  the mail server alerts are sent through (default localhost:25, no login,
+                           from rlweb@localhost); RLWEB_EMAIL_BACKEND another Django email backend
+    RLWEB_WEBHOOK_ALLOW_PRIVATE  True or False (default False): alert webhooks may go to loopback, private,
+                           link-local and reserved addresses (else refused: users cannot probe the server's network)
+    RLWEB_ALERT_RETRY_SECONDS, RLWEB_ALERT_MAX_ATTEMPTS  a failed alert delivery is tried again after this, twice
+                           as long after each further failure, up to this many tries (default 30 and 5)
+    RLWEB_SITE_URL         the site's address, for links in alerts (default http://127.0.0.1:8000)
 """
 
 import os
@@ -187,6 +195,20 @@ LOGGED_FILE_MAX_MB = env_int("RLWEB_LOGGED_FILE_MAX_MB", 200)  # per uploaded fi
 LOGGED_POINTS_MAX_MB = env_int("RLWEB_LOGGED_POINTS_MAX_MB", 16)  # per points request (5,000 points, many metrics)
 TENSORBOARD_IMPORT_MAX_MB = env_int("RLWEB_TENSORBOARD_IMPORT_MAX_MB", 100)  # rlweb/logged/tensorboard.py
 API_RATE_PER_MINUTE = env_int("RLWEB_API_RATE_PER_MINUTE", 600)  # per API token (rlweb/api/throttle.py)
+# alerts (rlweb/alerts, docs/alerts.md): mail through Django's email backend, webhooks only to public addresses
+EMAIL_BACKEND = os.environ.get("RLWEB_EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = os.environ.get("RLWEB_EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("RLWEB_EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("RLWEB_EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("RLWEB_EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("RLWEB_EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("RLWEB_EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = os.environ.get("RLWEB_EMAIL_FROM", "rlweb@localhost")
+WEBHOOK_ALLOW_PRIVATE = env_bool("RLWEB_WEBHOOK_ALLOW_PRIVATE", False)
+ALERT_RETRY_SECONDS = env_int("RLWEB_ALERT_RETRY_SECONDS", 30)
+ALERT_MAX_ATTEMPTS = env_int("RLWEB_ALERT_MAX_ATTEMPTS", 5)
+SITE_URL = os.environ.get("RLWEB_SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 # read by `trainer` itself from the environment (it never imports Django); shown here for the admin
 ENV_MODULES = env_list("RLWEB_ENV_MODULES", "")
 MAX_RUN_MEMORY_MB = env_int("RLWEB_MAX_RUN_MEMORY_MB", 0)
@@ -202,9 +224,11 @@ INSTALLED_APPS = [
     "rlweb.accounts",
     "rlweb.experiments",
     "rlweb.sweeps",
+    "rlweb.suites",
     "rlweb.api",
     "rlweb.logged",
     "rlweb.projects",
+    "rlweb.alerts",
 ]
 
 MIDDLEWARE = [

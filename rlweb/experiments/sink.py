@@ -18,7 +18,9 @@ tries again; after `database_patience` seconds (or too many events) the run ends
 
 Watchers: other apps see a worker's runs through a hook (`watch_runs`), never by this app importing them. The
 sweeps app registers one in its AppConfig.ready() that reports a trial's evaluations to its pruner and stops
-the run once pruned.
+the run once pruned; the alerts app registers one that tells users when a metric becomes NaN or passes a
+threshold (a metric event's record reaches watchers with `not_finite`: the keys whose values were NaN or
+infinite, stored as null).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import itertools
 import json
 import logging
 import math
+import numbers
 import os
 import time
 from collections import deque
@@ -38,7 +41,7 @@ from redis.retry import Retry
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, transaction
 from django.utils import timezone
-from trainer.events import LIFECYCLE_KINDS, Sink
+from trainer.events import LIFECYCLE_KINDS, METRIC_KINDS, Sink
 
 from rlweb.experiments import storage_use
 from rlweb.experiments.files import save_with_file
@@ -76,6 +79,12 @@ def plain(value):
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
+
+
+def not_finite(values: dict) -> list[str]:
+    """The keys of the values that are NaN or infinite (`plain` makes them null)."""
+    return [str(key) for key, value in values.items()
+            if isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isfinite(value)]
 
 
 def sink_client() -> redis.Redis:
@@ -152,7 +161,8 @@ class RedisSink(Sink):
 
     def emit(self, event: dict) -> None:
         kind = event["kind"]
-        values = plain(event.get("values") or {})
+        raw_values = event.get("values") or {}
+        values = plain(raw_values)
         if kind == "finished" and self.stopped_by is not None:  # not a cancel: the watcher says how it ended
             values.update(status=self.stopped_by.ends_as, reason=self.stopped_by.reason)
         if kind == "checkpoint" and values.get("path"):
@@ -174,8 +184,10 @@ class RedisSink(Sink):
         self.ended = self.ended or kind in TERMINAL_KINDS
         if kind in LIFECYCLE_KINDS or len(self.pending) >= self.batch_size or self.flush_due():
             self.flush()
-        for watcher in list(self.watchers):
-            self.ask_watcher(watcher, "emit", record)
+        if self.watchers:  # they learn which values were NaN or infinite, stored as null (the alerts app)
+            watched = {**record, "not_finite": not_finite(raw_values)} if kind in METRIC_KINDS else record
+            for watcher in list(self.watchers):
+                self.ask_watcher(watcher, "emit", watched)
         if kind == "started" and self.after_start is not None:  # on the run's clock, as "started" is
             note, self.after_start = self.after_start, None
             self.emit({**note, "time": record["time"]})
