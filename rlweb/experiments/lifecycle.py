@@ -34,6 +34,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from trainer import provenance
 from trainer.events import make_event
 from trainer.runner import interval_errors
 
@@ -260,11 +261,12 @@ def train_and_record(run: Run, checkpoint: Checkpoint | None, sink: RedisSink) -
     try:
         with tempfile.TemporaryDirectory(prefix=f"rlweb-run{run.pk}-") as folder:
             agent = load_agent(run, checkpoint, folder)
-            Run.objects.filter(pk=run.pk).update(device_used=str(agent.device)[:50])
-            summary = agent.learn(0, end_step=run.total_steps, sink=sink, eval_interval=experiment.eval_interval,
-                                  eval_episodes=experiment.eval_episodes,
-                                  checkpoint_interval=experiment.checkpoint_interval, checkpoint_dir=folder,
-                                  video_interval=experiment.video_interval)
+            options = dict(eval_interval=experiment.eval_interval, eval_episodes=experiment.eval_episodes,
+                           checkpoint_interval=experiment.checkpoint_interval, video_interval=experiment.video_interval)
+            # what made this attempt, on the run and in its checkpoints
+            agent.environment = provenance.collect(agent, total_steps=run.total_steps, out=f"run-{run.pk}", **options)
+            Run.objects.filter(pk=run.pk).update(device_used=str(agent.device)[:50], environment=agent.environment)
+            summary = agent.learn(0, end_step=run.total_steps, sink=sink, checkpoint_dir=folder, **options)
     except Exception as error:
         logger.exception("run %s failed", run.pk)
         # the trainer's own failures (NaN loss, an env that raised, out of memory) already say what happened

@@ -129,6 +129,9 @@ class Run(models.Model):
     worker_node = models.CharField(
         max_length=200, blank=True, help_text="The Celery node name of the worker that claimed it (celery@host).")
     device_used = models.CharField(max_length=50, blank=True)
+    environment = models.JSONField(
+        default=dict, blank=True,
+        help_text="What made its latest attempt (trainer/provenance.py): versions, commit, machine, repeat command.")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     first_started_at = models.DateTimeField(
