@@ -14,7 +14,9 @@ one entry each, on the default queue (cpu); each app's tasks.py defines its own:
   launch, a resume and a worker's end dispatch at once, this is the safety net);
 - `rlweb.fail_stale_checkpoint_jobs` (experiments): checkpoint jobs left running by a vanished worker fail;
 - `rlweb.advance_sweeps` (sweeps): trials that ended are told to Optuna and the next ones start (a worker
-  also does this as soon as a trial's run ends; this is the safety net).
+  also does this as soon as a trial's run ends; this is the safety net);
+- `rlweb.advance_suites` (suites): a suite's tasks waiting for room under the user's limit of runs start, and a
+  suite whose runs have all ended is marked finished (a worker also does this as soon as a run ends).
 
 Pages only read: none of this happens because someone opened one. A chore that waited longer than its
 period expires unrun, so chores never pile up behind a long run.
@@ -45,4 +47,5 @@ app.conf.beat_schedule = {
     "dispatch-runs": chore("rlweb.dispatch_runs", DISPATCH_SECONDS),
     "fail-stale-checkpoint-jobs": chore("rlweb.fail_stale_checkpoint_jobs", CHECKPOINT_JOB_CHORE_SECONDS),
     "advance-sweeps": chore("rlweb.advance_sweeps", SWEEP_CHORE_SECONDS),
+    "advance-suites": chore("rlweb.advance_suites", SWEEP_CHORE_SECONDS),
 }
