@@ -152,12 +152,17 @@ def hyperparameter_rows(runs: list[Run]) -> list[dict]:
     changes = [applied_changes(run) for run in runs]
     for setting, changed in zip(settings, changes):  # a setting stored without its default: from before the change
         setting.update({name: steps[0][1] for name, steps in changed.items() if name not in setting})
-    names = list(dict.fromkeys(name for setting in settings for name in setting))
+    return diff_rows([{**setting, **{name: changed_text(setting.get(name), steps) for name, steps in changed.items()}}
+                      for setting, changed in zip(settings, changes)])
+
+
+def diff_rows(values_by_run: list[dict]) -> list[dict]:
+    """One row per name in any of the dicts (a run's settings, or its environment), in the order first seen: its value
+    per run (None where a run lacks it) and whether the runs differ in it."""
     rows = []
-    for name in names:
-        values = [changed_text(setting.get(name), changed[name]) if name in changed else setting.get(name)
-                  for setting, changed in zip(settings, changes)]
-        rows.append({"name": name, "values": values, "differs": any(value != values[0] for value in values)})
+    for name in dict.fromkeys(name for values in values_by_run for name in values):
+        row = [values.get(name) for values in values_by_run]
+        rows.append({"name": name, "values": row, "differs": any(value != row[0] for value in row)})
     return rows
 
 
