@@ -35,6 +35,10 @@ class Sweep(models.Model):
         RANDOM = "random", "random"
         GRID = "grid", "grid (every combination of the listed values)"
 
+    class Method(models.TextChoices):
+        OPTUNA = "optuna", "Optuna (trials one after another, sampled and pruned)"
+        PBT = "pbt", "population-based training"
+
     class Pruner(models.TextChoices):
         NONE = "none", "none"
         MEDIAN = "median", "median (stop a trial below the median of finished ones)"
@@ -64,6 +68,12 @@ class Sweep(models.Model):
     parallel = models.PositiveSmallIntegerField(default=2, help_text="Trials training at once.")
     seeds_per_trial = models.PositiveSmallIntegerField(default=1)
     device = models.CharField(max_length=60, default=Experiment.Device.AUTO)
+    method = models.CharField(max_length=20, choices=Method.choices, default=Method.OPTUNA)
+    ready_interval = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="PBT: env steps between the points where the worst members copy the best.")
+    quantile = models.FloatField(default=0.25, help_text="PBT: the share of members that copy, and that are copied.")
+    resample_probability = models.FloatField(
+        default=0.25, help_text="PBT: the chance that a copied value is drawn anew instead of multiplied by 0.8 or 1.2.")
     study_name = models.CharField(max_length=100, unique=True, default=new_study_name)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
     created = models.DateTimeField(auto_now_add=True)
@@ -94,6 +104,10 @@ class Sweep(models.Model):
     def is_active(self) -> bool:
         return self.status == self.Status.RUNNING
 
+    @property
+    def is_pbt(self) -> bool:
+        return self.method == self.Method.PBT
+
 
 class Trial(models.Model):
     """One trial of a sweep: the experiment it trains, and its state as Optuna records it."""
@@ -114,6 +128,8 @@ class Trial(models.Model):
     steps = models.PositiveBigIntegerField(default=0, help_text="Env steps its runs trained, all seeds.")
     pruned_at = models.PositiveBigIntegerField(null=True, blank=True)
     reason = models.TextField(blank=True, help_text="Why it was pruned or failed.")
+    ready_step = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="PBT: the ready step its run stopped at, to wait for the population (pbt.py).")
 
     class Meta:
         ordering = ["sweep_id", "number"]
@@ -125,3 +141,25 @@ class Trial(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.state != self.State.RUNNING
+
+
+class PbtCopy(models.Model):
+    """PBT's lineage: at a ready step, `member` (a trial of a PBT sweep) copied `donor`'s checkpoint and went on
+    with new values (rlweb/sweeps/pbt.py)."""
+
+    sweep = models.ForeignKey(Sweep, on_delete=models.CASCADE, related_name="copies")
+    member = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="copies")
+    donor = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="copied_by")
+    step = models.PositiveBigIntegerField(help_text="The step of the copied checkpoint, which the member goes on from.")
+    member_score = models.FloatField(null=True, blank=True, help_text="The member's recent evaluation, ranked.")
+    donor_score = models.FloatField(null=True, blank=True)
+    old = models.JSONField(default=dict, help_text="The member's searched values before.")
+    donor_values = models.JSONField(default=dict, help_text="The donor's values, explored from.")
+    new = models.JSONField(default=dict, help_text="The values it goes on with (a live change of its run).")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["sweep_id", "step", "id"]
+
+    def __str__(self):
+        return f"{self.sweep}: trial {self.member_id} copied {self.donor_id} at {self.step}"
