@@ -101,10 +101,7 @@ def dispatch_locked(live: list[workers.Worker]) -> list[int]:
     free = free_workers(live, [run for run in waiting if run.dispatched])
     if not free:
         return []
-    load = running_counts()
-    for run in waiting:
-        if run.dispatched:
-            load[run.owner_id, run.queue] += 1
+    load = load_of(waiting)
     candidates = [run for run in waiting if not run.dispatched]
     book = Turns()
     sent = []
@@ -164,6 +161,15 @@ def running_counts() -> Counter:
     return Counter((owner_id, queue_of_device(device)) for owner_id, device in rows)
 
 
+def load_of(waiting: list[Waiting]) -> Counter:
+    """The running counts with the dispatched runs counted too: their messages are out, so they hold a place."""
+    load = running_counts()
+    for run in waiting:
+        if run.dispatched:
+            load[run.owner_id, run.queue] += 1
+    return load
+
+
 class Turns:
     """What the choice weighs besides the running counts: each user's cap on running runs per queue (their
     `QueueLimit` there, else the site's default; 0: none), and when each user's last run on each queue was sent."""
@@ -212,10 +218,7 @@ def places(live: list[workers.Worker] | None = None) -> dict[int, Place]:
     waiting ones in the order `dispatch` would send them."""
     live = workers.live_workers() if live is None else live
     waiting = waiting_runs()
-    load = running_counts()
-    for run in waiting:
-        if run.dispatched:
-            load[run.owner_id, run.queue] += 1
+    load = load_of(waiting)
     book = Turns()
     result = {}
     for queue in sorted({run.queue for run in waiting}):
