@@ -10,6 +10,10 @@ flag (every half second); the runner checks it again, applies it and reports a `
 sink writes into the change's entry (`record_change`: step, seq, old and new values, or the error) and which the
 page draws as a log line and a mark on every chart.
 
+Schedule: a run may also start with changes planned at given steps (`schedule_changes`: PBT's best member launched
+again, rlweb/sweeps/pbt.py). Each is an entry with `scheduled` and its `step`, written before the run is queued; the
+runner applies it when the run reaches that step (the same replay as a resume's), and its report fills the entry in.
+
 Resume: a checkpoint saves the config as it is, changes included. A resumed attempt replays the changes whose event
 came after its checkpoint (forgotten with the rest of the interrupted attempt) at the step they were applied at,
 and applies at once any change its worker never took (`changes_to_replay`).
@@ -37,9 +41,17 @@ def current_values(run: Run) -> dict:
     """The run's hyperparameters now: its experiment's, with every change asked for and not refused on top."""
     values = dict(run.experiment.hyperparameters)
     for entry in run.live_changes:
-        if "error" not in entry:
+        if "error" not in entry and not (entry.get("scheduled") and "seq" not in entry):  # not a change to come
             values.update(entry["values"])
     return values
+
+
+def schedule_changes(run: Run, schedule: list[tuple[int, dict]]) -> None:
+    """Plan changes of a run not yet queued: [(step, values)], each applied when the run reaches its step."""
+    now = timezone.now().isoformat()
+    run.live_changes = [*run.live_changes, *({"id": uuid.uuid4().hex, "values": values, "step": int(step),
+                                              "scheduled": True, "requested_at": now} for step, values in schedule)]
+    Run.objects.filter(pk=run.pk).update(live_changes=run.live_changes)
 
 
 def applied_changes(run: Run) -> dict[str, list[tuple[int, object, object]]]:
