@@ -12,4 +12,5 @@ urlpatterns = [
     path("runs/", include("rlweb.logged.urls")),
     path("api/", api_urls()),
     path("account/tokens/", include("rlweb.api.urls")),
+    path("", include("rlweb.alerts.urls")),
 ]
