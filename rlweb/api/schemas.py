@@ -73,6 +73,8 @@ class RunOut(Schema):
     error: str
     notes: str
     live_changes: list
+    # what made its latest attempt (trainer/provenance.py); {} before a worker started it, and for a logged run
+    environment: dict
     url: str
 
     @staticmethod
