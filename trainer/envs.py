@@ -259,7 +259,8 @@ def _spaces_of(env_id: str, spec_identity: int) -> tuple[spaces.Space, spaces.Sp
 
 def make_vector_env(env_id: str, num_envs: int, seed: int, vectorization: str = "sync") -> gym.vector.VectorEnv:
     """A vector env that resets finished sub-envs in the same step: stepped one after the other in this
-    process (`sync`), or each in a process of its own (`async`, Gymnasium's AsyncVectorEnv).
+    process (`sync`), each in a process of its own (`async`, Gymnasium's AsyncVectorEnv), or, for Atari ids,
+    together in ale-py's C++ vector env (`ale`, `AtariVector`); `auto` is `ale` for Atari ids, else `sync`.
 
     SAME_STEP autoreset puts the real last observation of an episode in `infos["final_obs"]`, so no
     transition ever crosses an episode boundary (docs/algorithms.md, P2). Async workers are spawned (no fork
@@ -268,7 +269,10 @@ def make_vector_env(env_id: str, num_envs: int, seed: int, vectorization: str = 
     instead of killing them mid-step.
     """
     _register_atari()
-    if vectorization == "async":
+    vectorization = chosen_vectorization(env_id, vectorization)
+    if vectorization == "ale":
+        envs = AtariVector(env_id, num_envs)
+    elif vectorization == "async":
         make_one = functools.partial(make_env_in_own_process_group, env_id)
         envs = gym.vector.AsyncVectorEnv([make_one for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP,
                                          context="spawn", daemon=True)
@@ -278,6 +282,125 @@ def make_vector_env(env_id: str, num_envs: int, seed: int, vectorization: str = 
     envs.reset(seed=seed)
     envs.action_space.seed(seed)
     return envs
+
+
+def chosen_vectorization(env_id: str, vectorization: str) -> str:
+    """`auto` made concrete: `ale` for Atari ids (when ale-py has its vector env), else `sync`. ConfigError for
+    `ale` on an id that is not Atari."""
+    if vectorization == "auto":
+        return "ale" if is_atari(env_id) and _module_available("ale_py.vector_env") else "sync"
+    if vectorization == "ale" and not is_atari(env_id):
+        raise ConfigError({"vectorization": f"ale steps only Atari envs (ALE/...), not {env_id}; use sync or async."})
+    return vectorization
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity, as a container or taskset limits it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@functools.cache
+def _action_meanings(env_id: str) -> tuple[str, ...]:
+    env = gym.make(env_id)
+    try:
+        return tuple(env.unwrapped.get_action_meanings())
+    finally:
+        env.close()
+
+
+def ale_settings(env_id: str, num_envs: int, num_threads: int = 0) -> dict:
+    """The arguments of ale-py's AtariVectorEnv that step `env_id` as our wrappers do, without the clipping and
+    life losses (AtariVector does those, keeping the real scores)."""
+    settings = gym.registry[env_id].kwargs
+    meanings = _action_meanings(env_id)
+    return dict(
+        game=settings["game"], num_envs=num_envs, num_threads=num_threads or min(num_envs, cores()),
+        repeat_action_probability=float(settings.get("repeat_action_probability", 0.25)),
+        full_action_space=bool(settings.get("full_action_space", False)),
+        max_num_frames_per_episode=int(settings.get("max_num_frames_per_episode") or 108_000),
+        frameskip=4, maxpool=True, img_height=84, img_width=84, grayscale=True, stack_num=4,
+        noop_max=30 if meanings[0] == "NOOP" else 0, use_fire_reset="FIRE" in meanings,
+        episodic_life=False, life_loss_info=False, reward_clipping=False,
+        autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+class AtariVector(gym.vector.VectorEnv):
+    """An Atari id's training envs stepped together by ale-py's `AtariVectorEnv` (C++ threads, one per core at
+    most), with the semantics of `make_env(env_id, training=True)` in a vector env:
+
+    - the id's own emulator settings: sticky actions (0.25 for v5 ids, none for NoFrameskip-v4), action set and
+      episode cap in frames;
+    - the same preprocessing: up to 30 random no-ops at reset, 4 frames per step max-pooled over the last two,
+      84x84 grayscale, FIRE at reset for games that need it, a stack of the last 4 frames, oldest first;
+    - the stack starts again, filled with its newest frame, when an episode starts (at a reset, and after a lost
+      life), as Gymnasium's FrameStackObservation pads with the first observation (ale-py pads with zeros);
+    - for the learner, a lost life ends the episode while the game goes on, and rewards are clipped to their
+      sign; the statistics reported (`final_info["episode"]`: whole-game score and agent steps) are the real
+      ones (docs/algorithms.md, P4, P7).
+
+    One difference from the wrappers: after a lost life the game goes on without a FIRE press (as EnvPool's);
+    the policy presses FIRE itself. Episodes end and reset in the same step (SAME_STEP: the real last
+    observation in `infos["final_obs"]`).
+    """
+
+    def __init__(self, env_id: str, num_envs: int, num_threads: int = 0):
+        from ale_py.vector_env import AtariVectorEnv
+
+        self.env = AtariVectorEnv(**ale_settings(env_id, num_envs, num_threads))
+        self.num_envs = num_envs
+        self.single_observation_space = self.env.single_observation_space
+        self.single_action_space = self.env.single_action_space
+        self.observation_space = self.env.observation_space
+        self.action_space = self.env.action_space
+        self.metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
+        self.returns = np.zeros(num_envs)  # the game's score so far, unclipped
+        self.lengths = np.zeros(num_envs, dtype=np.int64)
+        self.lives = np.zeros(num_envs, dtype=np.int64)
+        self.episode_steps = np.zeros(num_envs, dtype=np.int64)  # the learner's: since a reset or a lost life
+
+    def padded(self, observations: np.ndarray) -> np.ndarray:
+        """The stacks with the frames from before the learner's episode began (ale-py's zeros after a reset, the
+        last life's frames after a lost one) replaced by the episode's first frame, in place."""
+        for i in np.flatnonzero(self.episode_steps < 3):
+            first = 3 - self.episode_steps[i]
+            observations[i, :first] = observations[i, first]
+        return observations
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        observations, info = self.env.reset(seed=seed)
+        self.returns[:] = 0
+        self.lengths[:] = 0
+        self.lives[:] = info["lives"]
+        self.episode_steps[:] = 0
+        return self.padded(observations), {}
+
+    def step(self, actions):
+        observations, rewards, terminated, truncated, info = self.env.step(np.asarray(actions, dtype=np.int64))
+        self.returns += rewards
+        self.lengths += 1
+        game_over = terminated | truncated
+        lives = info["lives"]
+        life_lost = ~game_over & (lives > 0) & (lives < self.lives)  # as EpisodicLife
+        self.lives[:] = lives  # after a game over: the new game's
+        ended = game_over | life_lost
+        infos = {}
+        if ended.any():
+            final = observations.copy()  # after a lost life the last observation is the one returned
+            if game_over.any():  # ale-py gives final_obs only when a game was reset
+                final[game_over] = info["final_obs"][game_over]
+            infos["final_obs"] = final
+        if game_over.any():
+            infos["final_info"] = {"episode": {"r": np.where(game_over, self.returns, 0.0),
+                                               "l": np.where(game_over, self.lengths, 0)},
+                                   "_episode": game_over.copy()}
+            self.returns[game_over] = 0
+            self.lengths[game_over] = 0
+        self.episode_steps += 1
+        self.episode_steps[ended] = 0
+        return self.padded(observations), np.sign(rewards).astype(np.float64), terminated | life_lost, truncated, infos
+
+    def close_extras(self, **kwargs):
+        self.env.close()
 
 
 def make_env_in_own_process_group(env_id: str) -> gym.Env:

@@ -241,15 +241,18 @@ def parse_hidden_layers(text: str) -> tuple[int, ...]:
     return sizes
 
 
-VECTORIZATIONS = ("sync", "async")
+VECTORIZATIONS = ("auto", "sync", "async", "ale")
 
 
 def vectorization_param():
     """The `vectorization` field of every algorithm that steps several envs: in this process one after the
-    other (sync), or each in a process of its own (async: Gymnasium's AsyncVectorEnv)."""
-    return param("sync", "How the envs are stepped: one after the other in the training process (sync), or each "
-                         "in a process of its own (async). Async pays when one env step is slow (Atari, MuJoCo, "
-                         "Box2D) and there are cores to spare; for cheap envs such as CartPole, sync is faster.",
+    other (sync), each in a process of its own (async: Gymnasium's AsyncVectorEnv), or, for Atari, in ale-py's
+    own vector env, its C++ threads stepping them together (ale); auto picks ale for Atari ids, else sync."""
+    return param("auto", "How the envs are stepped: one after the other in the training process (sync), each "
+                         "in a process of its own (async), or for Atari in ale-py's vector env, in C++ threads, "
+                         "one per core at most (ale). Auto: ale for Atari, sync for the others. Async pays when "
+                         "one env step is slow (MuJoCo, Box2D) and there are cores to spare; for cheap envs such as "
+                         "CartPole, sync is faster.",
                  choices=VECTORIZATIONS)
 
 

@@ -16,7 +16,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.envs import env_spaces, space_name
+from trainer.envs import chosen_vectorization, env_spaces, space_name
 from trainer.params import MOST_PROCESSES, ConfigError, Param, build_config, canonical_names, schema
 from trainer.resources import check_memory
 from trainer.version import __version__
@@ -329,6 +329,8 @@ def validate(algorithm: str, env_id: str, hyperparameters: dict) -> dict:
         spec.check_spaces(observation_space, action_space)
         if spec.check_env is not None and config is not None:
             errors.update(spec.check_env(config, observation_space, action_space))
+        if config is not None and hasattr(config, "vectorization"):  # ale steps only Atari ids
+            chosen_vectorization(env_id, config.vectorization)
         if config is not None and not errors:  # bounded before anything is built or queued
             check_memory(spec, config, observation_space, action_space, env_id)
     except ConfigError as error:
