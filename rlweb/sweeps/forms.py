@@ -17,7 +17,8 @@ from django import forms
 from django.conf import settings
 from django.core.validators import MaxValueValidator
 from django.template.defaultfilters import pluralize
-from trainer.sweep import parse_dimension
+from trainer import pbt as rules
+from trainer.sweep import Dimension, parse_dimension
 
 from rlweb.experiments.forms import (DEFAULT_ENV_ID, HYPERPARAMETER_PREFIX, algorithm_choices, bounds_text,
                                      default_algorithm, device_choices, preset_fields, processes_error)
@@ -62,11 +63,25 @@ class SweepForm(forms.Form):
         label="Pruner warm-up", required=False, min_value=0,
         help_text="Env steps of a trial before the median pruner may stop it; blank: a third of the run. An RL "
                   "curve is flat early: too short a warm-up stops late learners.")
+    method = forms.ChoiceField(choices=Sweep.Method.choices, initial=Sweep.Method.OPTUNA,
+                               help_text="Population-based training trains its trials together as a population: at "
+                                         "each ready point the worst copy the best's checkpoints and perturb their "
+                                         "values. It searches only settings that can change while a run trains.")
     trials = forms.IntegerField(min_value=1, max_value=MAX_TRIALS, initial=20,
-                                help_text="The grid sampler runs every combination once, whatever this says.")
+                                help_text="The grid sampler runs every combination once, whatever this says. "
+                                          "Population-based training: the population, all training at once.")
     parallel = forms.IntegerField(label="Trials at once", min_value=1, max_value=32, initial=2)
     seeds_per_trial = forms.IntegerField(min_value=1, max_value=10, initial=1,
                                          help_text="A trial's value is the mean over its seeds.")
+    ready_interval = forms.IntegerField(
+        required=False, min_value=1, help_text="Population-based training: env steps between the ready points, a "
+                                               "multiple of the evaluation interval.")
+    quantile = forms.FloatField(initial=rules.DEFAULT_QUANTILE, min_value=0.01, max_value=0.5, required=False,
+                                help_text="Population-based training: the share of members that copy, and are copied.")
+    resample_probability = forms.FloatField(
+        initial=rules.DEFAULT_RESAMPLE_PROBABILITY, min_value=0, max_value=1, required=False,
+        help_text="Population-based training: the chance that a copied value is drawn anew rather than multiplied "
+                  "by 0.8 or 1.2.")
     device = forms.ChoiceField(choices=device_choices, initial=Experiment.Device.AUTO)
     preset = forms.CharField(required=False, max_length=100, widget=forms.HiddenInput)
     project = forms.ModelChoiceField(queryset=Project.objects.none(), required=False, empty_label="None: private",
@@ -158,9 +173,40 @@ class SweepForm(forms.Form):
                 self.add_error("sampler", f"The grid sampler needs lists of values, not ranges ({', '.join(ranges)}).")
             elif space:
                 cleaned["trials"] = grid_size(space)
+        if cleaned.get("method") == Sweep.Method.PBT:
+            self.clean_pbt(cleaned, space)
         self.check_room(cleaned)
         cleaned["fixed"], cleaned["space"] = fixed, space
         return cleaned
+
+    def clean_pbt(self, cleaned: dict, space: list[dict]) -> None:
+        """A population trains at once, one run a member, unpruned; it searches live settings only
+        (trainer/pbt.py)."""
+        cleaned.update(parallel=cleaned.get("trials"), seeds_per_trial=1, pruner=Sweep.Pruner.NONE,
+                       sampler=Sweep.Sampler.RANDOM)
+        ready, total, every = cleaned.get("ready_interval"), cleaned.get("total_steps"), cleaned.get("eval_interval")
+        if ready is None:
+            self.add_error("ready_interval", "Give the env steps between the ready points.")
+        elif total and ready >= total:
+            self.add_error("ready_interval", f"Below the steps per member ({total:,}), or nothing is ever copied.")
+        elif every and ready % every:
+            self.add_error("ready_interval", f"A multiple of the evaluation interval ({every:,}): a member is "
+                                             "ranked on the evaluation at its ready point.")
+        for name, default in (("quantile", rules.DEFAULT_QUANTILE),
+                              ("resample_probability", rules.DEFAULT_RESAMPLE_PROBABILITY)):
+            if cleaned.get(name) is None:
+                cleaned[name] = default
+        dimensions = [Dimension(item["name"], float, low=item["low"], high=item["high"], choices=tuple(item["choices"]))
+                      for item in space]
+        try:
+            rules.check_dimensions(self.algorithm_name, dimensions)
+            rules.check_rules(cleaned.get("trials") or 0, cleaned["quantile"], cleaned["resample_probability"])
+        except trainer.ConfigError as error:
+            for name, message in error.errors.items():
+                field = {"population": "trials", "param": None}.get(name, name)
+                if field not in (None, "quantile", "resample_probability", "trials"):
+                    field = HYPERPARAMETER_PREFIX + name
+                self.add_error(field if field in self.fields else None, message)
 
     def check_values(self, env_id: str, fixed: dict, space: list[dict]) -> None:
         """The fixed values together, then each end of each range and each choice with them; `processes` also
@@ -207,7 +253,11 @@ class SweepForm(forms.Form):
             last_evaluations=data["last_evaluations"], threshold=data.get("threshold"), sampler=data["sampler"],
             seed=data["seed"], pruner=data["pruner"], pruner_warmup_steps=data.get("pruner_warmup_steps"),
             trials=data["trials"], parallel=data["parallel"],
-            seeds_per_trial=data["seeds_per_trial"], device=data["device"], project=data.get("project"))
+            seeds_per_trial=data["seeds_per_trial"], device=data["device"], project=data.get("project"),
+            method=data["method"], ready_interval=data.get("ready_interval"),
+            quantile=data.get("quantile") or rules.DEFAULT_QUANTILE,
+            resample_probability=rules.DEFAULT_RESAMPLE_PROBABILITY if data.get("resample_probability") is None
+            else data["resample_probability"])
 
 
 class ExtendForm(forms.Form):

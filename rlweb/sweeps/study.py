@@ -158,6 +158,10 @@ def advance(sweep_id: int) -> None:
 def advance_locked(sweep: Sweep) -> None:
     import optuna
 
+    if sweep.is_pbt:  # a population (pbt.py), not an Optuna study
+        from rlweb.sweeps import pbt
+
+        return pbt.advance_locked(sweep)
     study = load_study(sweep)
     known = {trial.number: trial for trial in study.get_trials(deepcopy=False)}
     for trial in sweep.trial_set.filter(state=Trial.State.RUNNING).select_related("experiment"):
@@ -348,6 +352,10 @@ def why_pruned(sweep: Sweep, study, step: int, value: float) -> str:
 def watch_trial_run(sink) -> TrialPruning | None:
     """The sink hook (registered in apps.py): a trial's runs report to their sweep's pruner; others are not watched."""
     trial = Trial.objects.select_related("sweep", "experiment").filter(experiment_id=sink.run.experiment_id).first()
+    if trial is not None and trial.sweep.is_pbt:  # a population's member stops at its ready points instead
+        from rlweb.sweeps import pbt
+
+        return pbt.watch_member(sink, trial)
     return TrialPruning(sink, trial) if trial is not None else None
 
 
@@ -374,6 +382,10 @@ def advance_all() -> None:
 
 def create(sweep: Sweep) -> None:
     """Make the study, then start the first trials."""
+    if sweep.is_pbt:
+        from rlweb.sweeps import pbt
+
+        return pbt.create(sweep)
     load_study(sweep)
     advance(sweep.pk)
 

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 
 from rlweb.experiments.views import LOGGED_ONLY, env_ids, owned_experiment
 from rlweb.projects import access
-from rlweb.sweeps import figures, study
+from rlweb.sweeps import figures, pbt, study
 from rlweb.sweeps.forms import ExtendForm, LaunchBestForm, SweepForm
 from rlweb.sweeps.models import Sweep
 
@@ -53,6 +53,10 @@ def sweep_new(request):
 
 def sweep_detail(request, sweep_id: int):
     sweep = owned_sweep(request, sweep_id)
+    if sweep.is_pbt:
+        return render(request, "sweeps/pbt_detail.html", {
+            "sweep": sweep, "data": pbt.page_data(sweep), "best_form": LaunchBestForm(),
+            "space": figures.space_rows(sweep), "searched_names": [item["name"] for item in sweep.space]})
     return render(request, "sweeps/sweep_detail.html", {
         "sweep": sweep, "data": figures.page_data(sweep), "extend_form": ExtendForm(),
         "best_form": LaunchBestForm(), "space": figures.space_rows(sweep),
@@ -62,12 +66,14 @@ def sweep_detail(request, sweep_id: int):
 def sweep_data(request, sweep_id: int):
     """The live part of the page: status, trials, best so far. Only read: the workers and the periodic chore
     advance the sweep (tasks.py)."""
-    return JsonResponse(figures.page_data(owned_sweep(request, sweep_id)))
+    sweep = owned_sweep(request, sweep_id)
+    return JsonResponse(pbt.page_data(sweep) if sweep.is_pbt else figures.page_data(sweep))
 
 
 def sweep_figures(request, sweep_id: int):
     """Optuna's figures of the study and the trials' evaluation curves, as plotly JSON."""
-    return JsonResponse(figures.figures(owned_sweep(request, sweep_id)))
+    sweep = owned_sweep(request, sweep_id)
+    return JsonResponse(pbt.figures_of(sweep) if sweep.is_pbt else figures.figures(sweep))
 
 
 @require_POST
@@ -95,6 +101,9 @@ def sweep_extend(request, sweep_id: int):
     if not form.is_valid():
         messages.error(request, " ".join(form.errors.get("more", ["Give a number of trials."])))
         return redirect(sweep)
+    if sweep.is_pbt:
+        messages.error(request, "A population trains together from the start: it cannot grow.")
+        return redirect(sweep)
     if sweep.sampler == Sweep.Sampler.GRID:
         messages.error(request, "A grid sweep runs every combination once: there is nothing to add.")
         return redirect(sweep)
@@ -111,7 +120,7 @@ def sweep_launch_best(request, sweep_id: int):
     if not form.is_valid():
         messages.error(request, " ".join(form.errors.get("seeds", ["Give a number of seeds."])))
         return redirect(sweep)
-    experiment = study.launch_best(sweep, form.cleaned_data["seeds"])
+    experiment = (pbt.launch_best if sweep.is_pbt else study.launch_best)(sweep, form.cleaned_data["seeds"])
     if experiment is None:
         messages.error(request, "No trial has completed yet.")
         return redirect(sweep)
