@@ -99,6 +99,7 @@ class Agent:
 
     name = ""  # the registry name, set by each algorithm
     preset = None  # the name of the preset it was made from (trainer/presets.py), if any
+    phases = None  # the runner's PhaseTimes (trainer/system_metrics.py): the training envs' steps are timed
 
     def __init__(self, env_id: str, config, seed: int = 0, device: str = "auto",
                  observation_space=None, action_space=None):
@@ -159,6 +160,8 @@ class Agent:
         seed = self.seed + self.group.seed_offset + self.steps_done
         envs = make_vector_env(self.env_id, num_envs, seed=seed,
                                vectorization=getattr(self.config, "vectorization", "sync"))
+        if self.phases is not None:
+            envs.step = self.phases.timed_step(envs.step)
         try:
             observations, _ = envs.reset(seed=seed)
             yield envs, observations

@@ -7,7 +7,8 @@ An event is a plain dict, the one schema used by the sinks, the database, the AP
 kinds: "started", "episode", "train", "eval", "time", "checkpoint", "video", "hyperparameters", "finished",
 "failed".
 `step` is the env step count, `time` wall seconds since the run started. Metric keys are namespaced
-(`rollout/`, `train/`, `eval/`, `time/`); lifecycle events carry their details in `values`
+(`rollout/`, `train/`, `eval/`, `time/`, and `system/`, which a `time` event carries every few seconds:
+trainer/system_metrics.py); lifecycle events carry their details in `values`
 ("finished" has `status`: "succeeded" or "cancelled"; "failed" has `error` and `traceback`;
 "checkpoint" has `path`, `tag` and `step`, or `tag`, `step` and `error` (no `path`) when the file could
 not be written; "video" has `path`, `step`, `episode_return` and `length`, or `error` once when the env

@@ -17,6 +17,7 @@ import torch
 from trainer.envs import make_env
 from trainer.events import Sink, make_event
 from trainer.params import ConfigError
+from trainer.system_metrics import PhaseTimes, SystemSampler, interval_seconds
 from trainer.video import CannotRender, record_episode, video_env
 
 STOP_POLL_SECONDS = 0.5  # how often the sink is asked whether to stop, and for changes (Redis calls in the web app)
@@ -94,6 +95,10 @@ class Runner:
         self._changes: list[dict] = []  # hyperparameter changes asked for, waiting for their step
         self._eval_env = None
         self._video_env = None  # made at the first recording; False once the env turned out not to render
+        # system metrics (trainer/system_metrics.py), sent with a `time` event every few seconds; None: off
+        interval = interval_seconds()
+        self.system = SystemSampler(agent.device, interval) if interval > 0 else None
+        self.phases = agent.phases = PhaseTimes() if self.system else None
         self._start_clock()
 
     def _start_clock(self) -> None:
@@ -115,6 +120,8 @@ class Runner:
 
     def advance(self, env_steps: int = 1) -> bool:
         """Count env steps; evaluate, checkpoint and report when due. False means: stop training now."""
+        if self.phases:
+            self.phases.lap("env")  # the env step and what the loop did with it
         before = self.agent.steps_done
         self.agent.steps_done = after = before + env_steps
         if self.log_interval and after // self.log_interval > before // self.log_interval:
@@ -132,7 +139,10 @@ class Runner:
             self._time_event(now)
         if self._changes:
             self._apply_due_changes()
-        return not self.should_stop() and after < self.end_step
+        keep_going = not self.should_stop() and after < self.end_step
+        if self.phases:
+            self.phases.lap("other")  # the runner's own work
+        return keep_going
 
     def should_stop(self) -> bool:
         """Whether to stop training now: the run was asked to stop. Cheap enough to call between gradient updates
@@ -200,6 +210,8 @@ class Runner:
         Values that are tensors on a GPU are summed there and read at the next report: reading one now
         would make the CPU wait for the update that made it, every update, instead of stepping the envs
         while the GPU works. Their losses are checked at that report, and the weights before any checkpoint."""
+        if self.phases:
+            self.phases.lap("update")
         for key, value in values.items():
             if isinstance(value, torch.Tensor) and value.device.type != "cpu":
                 self._train_sums[key] = value.detach().to(torch.float64) + self._train_sums[key]
@@ -367,5 +379,8 @@ class Runner:
         rate = (self.agent.steps_done - last_steps) / max(now - last_time, 1e-9)
         self._last_time_event = (now, self.agent.steps_done)
         self._next_time_event = now + TIME_EVENT_SECONDS
-        self.emit("time", {"time/steps_per_second": round(rate, 2),
-                           "time/progress": round(self.progress, 4)})
+        values = {"time/steps_per_second": round(rate, 2), "time/progress": round(self.progress, 4)}
+        if self.system and self.system.due(now):
+            values.update(self.system.sample(now))
+            values.update(self.phases.percents())
+        self.emit("time", values)
