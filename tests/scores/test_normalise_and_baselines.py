@@ -1,0 +1,58 @@
+"""Normalised scores and published baselines come from the data files, and every data file names its source."""
+
+import json
+
+import pytest
+
+from rlweb.scores import baselines, normalise
+from rlweb.scores.normalise import DATA
+
+
+def test_every_data_file_names_its_source_and_licence():
+    files = sorted(DATA.rglob("*.json"))
+    assert len(files) >= 4
+    for path in files:
+        data = json.loads(path.read_text())
+        assert data.get("source", "").strip(), f"{path.name} names no source"
+        assert data.get("licence", "").strip(), f"{path.name} names no licence"
+
+
+def test_atari_scores_are_human_normalised_from_the_table():
+    games = json.loads((DATA / "atari_human_random.json").read_text())["games"]
+    assert len(games) == 57
+    pong = games["pong"]
+    assert normalise.normalise("ALE/Pong-v5", pong["random"]) == 0
+    assert normalise.normalise("PongNoFrameskip-v4", pong["human"]) == pytest.approx(1)
+    assert normalise.normalise("ALE/UpNDown-v5", 533.4) == 0
+    assert normalise.reference("ALE/MontezumaRevenge-v5")["high"] == games["montezuma_revenge"]["human"]
+
+
+def test_other_tasks_are_min_max_from_random_and_the_gymnasium_threshold():
+    random_mean = json.loads((DATA / "random_scores.json").read_text())["scores"]["CartPole-v1"]["mean"]
+    threshold = json.loads((DATA / "gymnasium_reward_thresholds.json").read_text())["thresholds"]["CartPole-v1"]
+    assert threshold == 475
+    assert normalise.normalise("CartPole-v1", random_mean) == 0
+    assert normalise.normalise("CartPole-v1", 475) == pytest.approx(1)
+    assert normalise.reference("CartPole-v1")["kind"] == "min-max"
+
+
+def test_a_task_without_a_threshold_takes_the_best_rl_zoo_score():
+    reference = normalise.reference("Pendulum-v1")
+    best = max(row["mean"] for row in json.loads((DATA / "rl_zoo_benchmark.json").read_text())["results"]
+               if row["env_id"] == "Pendulum-v1")
+    assert reference["high"] == best == -151.34
+    assert "RL Zoo" in reference["high_label"]
+
+
+def test_a_task_without_references_has_no_normalised_score():
+    assert normalise.reference("HumanoidStandup-v5") is None
+    assert normalise.normalise("NoSuchTask-v0", 10) is None
+
+
+def test_a_run_stands_beside_rl_zoos_final_score():
+    stand = baselines.standing("LunarLander-v3", "ppo", 247.0)
+    assert stand["text"] == "final 247; RL Zoo PPO: 242 ± 32"
+    assert stand["published_env_id"] == "LunarLander-v2"
+    assert baselines.standing("ALE/Pong-v5", "dqn", None)["text"] == "RL Zoo DQN: 20.6 ± 0.6"
+    assert baselines.standing("CartPole-v1", "no-such-algorithm", 1.0) is None
+    assert {row["algorithm"] for row in baselines.final_scores("ALE/Breakout-v5")} == {"a2c", "dqn", "ppo", "qrdqn"}
