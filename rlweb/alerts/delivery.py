@@ -37,7 +37,7 @@ from rlweb.celery import app
 
 logger = logging.getLogger(__name__)
 
-TASK = "rlweb.deliver_alert"  # tasks.deliver_alert
+TASK = "rlweb.deliver_alert"
 TIMEOUT_SECONDS = 10.0  # for the webhook's answer or the mail server's
 CLAIM = timedelta(seconds=60)  # a try holds its delivery this long (more than TIMEOUT_SECONDS); then another may
 MAX_BACKOFF_SECONDS = 3600.0
@@ -51,10 +51,18 @@ class TryFailed(Exception):
         self.status_code = status_code
 
 
+@app.task(name=TASK, bind=True, max_retries=None, time_limit=120)
+def deliver_alert(self, delivery_id: int) -> None:
+    """One try at a delivery (`deliver`); the task comes again after the back-off while tries are left."""
+    wait = deliver(delivery_id)
+    if wait is not None:
+        raise self.retry(countdown=wait)
+
+
 def send(delivery_id: int) -> bool:
-    """Queue the delivery's task; False (logged in its tries) when the task queue cannot be reached."""
+    """Queue the delivery's task; False (logged) when the task queue cannot be reached."""
     try:
-        app.send_task(TASK, args=[delivery_id], queue=settings.JOBS_QUEUE)
+        deliver_alert.apply_async(args=[delivery_id], queue=settings.JOBS_QUEUE)
     except (redis.RedisError, QueueUnreachable, OSError) as error:
         logger.warning("alert delivery %s: cannot reach the task queue (%s)", delivery_id, error)
         return False

@@ -1,13 +1,4 @@
-"""The alerts app's Celery task: one delivery of an alert (delivery.py), tried again after its back-off."""
+"""The alerts app's Celery task, `deliver_alert`, lives in delivery.py (which sends it): imported here so that the
+worker's autodiscovery of tasks modules registers it."""
 
-from __future__ import annotations
-
-from rlweb.alerts import delivery
-from rlweb.celery import app
-
-
-@app.task(name=delivery.TASK, bind=True, max_retries=None, time_limit=120)
-def deliver_alert(self, delivery_id: int) -> None:
-    wait = delivery.deliver(delivery_id)
-    if wait is not None:
-        raise self.retry(countdown=wait)
+from rlweb.alerts.delivery import deliver_alert  # noqa: F401
