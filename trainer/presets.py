@@ -6,7 +6,8 @@ environment: RL Baselines3 Zoo's tuned entries (`trainer/zoo_presets.py`, transl
 not list, its family's defaults:
 
 - Atari (every `ALE/` id): the zoo's `atari` entry for dqn, double-dqn, ppo and a2c; for the other DQN
-  variants the same Nature-DQN-style settings; for rainbow Hessel et al.'s (2018, Table 1);
+  variants the same Nature-DQN-style settings; for rainbow Hessel et al.'s (2018, Table 1). Named beside it:
+  `cleanrl-envpool` (CleanRL's EnvPool PPO) and `atari-8-envs` (the DQN family's, with 8 envs);
 - MuJoCo: the zoo's `mujoco-defaults` entry of sac, td3, ddpg, ppo and a2c.
 
 The values a user sets go on top of a preset; `preset="none"` (`--preset none`) keeps the plain defaults.
@@ -52,6 +53,18 @@ RAINBOW_ATARI = dict(learning_rate=6.25e-5, optimizer_epsilon=1.5e-4, buffer_siz
                      target_update_interval=8_000, n_step_return=3, noisy_std=0.5, priority_alpha=0.5,
                      priority_beta=0.4, v_min=-10.0, v_max=10.0, num_atoms=51, max_grad_norm=10.0,
                      hidden_layers="512", num_envs=1)
+# CleanRL's cleanrl/ppo_atari_envpool.py defaults (8 EnvPool envs, 128 steps, 4 minibatches, 4 epochs, lr 2.5e-4
+# annealed, clip 0.1 constant, clipped value loss, entropy 0.01), in our terms: its value loss is 0.5 x the mean
+# square, times vf_coef 0.5, so value_coef 0.25 here; its EnvPool Pong-v5 has no sticky actions (PongNoFrameskip-v4
+# here), ALE/Pong-v5 keeps v5's.
+CLEANRL_ENVPOOL_PPO = dict(num_envs=8, vectorization="ale", n_steps=128, batch_size=256, n_epochs=4, gamma=0.99,
+                           gae_lambda=0.95, learning_rate=2.5e-4, lr_schedule="linear", clip_range=0.1,
+                           clip_schedule="constant", clip_value_loss=True, value_clip_range=0.1, entropy_coef=0.01,
+                           value_coef=0.25, max_grad_norm=0.5, normalize_advantage=True, target_kl=0.0,
+                           hidden_layers="none", orthogonal_init=True, optimizer_epsilon=1e-5)
+# The DQN family's Atari settings with 8 envs stepped together (vectorization ale): a replay ratio of 1/4 keeps
+# Nature DQN's one update per 4 env steps (2 per vector step); the target network still follows every 1,000 env steps.
+SEVERAL_ENVS = dict(num_envs=8, vectorization="ale", replay_ratio=0.25)
 MUJOCO_ZOO_ENTRY = {"sac": "HalfCheetah-v5", "td3": "HalfCheetah-v5", "ddpg": "HalfCheetah-v5", "ppo": "Ant-v5",
                     "a2c": "HalfCheetah-v5"}  # the entries the zoo's files mark `&mujoco-defaults`
 
@@ -87,6 +100,20 @@ def atari_preset(algorithm: str) -> Preset | None:
                   dict(values))
 
 
+def atari_named_presets(algorithm: str) -> list[Preset]:
+    """The named Atari presets beside `atari`: CleanRL's EnvPool PPO, and the DQN family with several envs."""
+    if algorithm == "ppo":
+        return [Preset("cleanrl-envpool", "CleanRL's EnvPool PPO for Atari (8 envs in ale-py's vector env)",
+                       "CleanRL cleanrl/ppo_atari_envpool.py defaults (vwxyzjn/cleanrl); vf_coef 0.5 on half the "
+                       "squared error is value_coef 0.25 here", dict(CLEANRL_ENVPOOL_PPO), 10_000_000)]
+    if algorithm in DQN_FAMILY:
+        base = atari_preset(algorithm)
+        return [Preset("atari-8-envs", f"{base.description}, with 8 envs stepped together (1 update per 4 env steps)",
+                       f"{base.source}; 8 envs and replay_ratio 0.25 added", {**base.values, **SEVERAL_ENVS},
+                       base.total_steps, dict(base.no_equivalent))]
+    return []
+
+
 def mujoco_preset(algorithm: str) -> Preset | None:
     entry = MUJOCO_ZOO_ENTRY[algorithm]
     return zoo_preset(algorithm, entry, "mujoco", f"RL Zoo: its MuJoCo defaults (tuned for {entry.replace('v5', 'v4')})")
@@ -108,7 +135,7 @@ def listing(algorithm: str) -> list[Preset]:
     """Every preset the algorithm has: tuned ones by environment, then the family defaults."""
     tuned = [zoo_preset(algorithm, key, f"zoo:{key}")
              for (name, key) in sorted(ZOO_PRESETS) if name == algorithm and key != "atari"]
-    families = [atari_preset(algorithm)]
+    families = [atari_preset(algorithm), *atari_named_presets(algorithm)]
     if algorithm in MUJOCO_ZOO_ENTRY:
         families.append(mujoco_preset(algorithm))
     return [preset for preset in tuned + families if preset is not None]
