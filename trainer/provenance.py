@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from trainer.registry import requirement
 from trainer.version import __version__
 
 GIT_SECONDS = 3.0  # each git call; a slow or hung git leaves the commit unknown, the run starts anyway
@@ -46,8 +47,6 @@ def collect(agent, *, total_steps: int, out: str | Path, eval_interval: int = 0,
     """The record of a run of `agent` to `total_steps` env steps, with the options `Agent.learn` takes, started now
     (at `agent.steps_done`). `out` is the folder its command writes to. Callers put it in `agent.environment`, which
     its checkpoints then hold."""
-    from trainer.registry import requirement  # the registry imports the algorithms, which import the agent
-
     commit, dirty = source_commit(SOURCE_ROOT)
     device = torch.device(agent.device)
     options = {"--eval-interval": eval_interval, "--eval-episodes": eval_episodes,
