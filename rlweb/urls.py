@@ -8,6 +8,7 @@ urlpatterns = [
     path("", include("rlweb.accounts.urls")),
     path("", include("rlweb.experiments.urls")),
     path("sweeps/", include("rlweb.sweeps.urls")),
+    path("suites/", include("rlweb.suites.urls")),
     path("projects/", include("rlweb.projects.urls")),
     path("runs/", include("rlweb.logged.urls")),
     path("api/", api_urls()),

@@ -122,6 +122,10 @@ class SuiteForm(forms.Form):
         self.fields["submission_token"].initial = uuid.uuid4().hex
         self.tasks: list[dict] = []  # once valid: {algorithm, env_id, hyperparameters, preset} per task
 
+    def budget_fields(self):
+        return [self[name] for name in ("num_seeds", "total_steps", "eval_interval", "eval_episodes", "device",
+                                        "project", "use_presets")]
+
     def clean_algorithms(self) -> list[str]:
         chosen = self.cleaned_data["algorithms"]
         if len(chosen) > MAX_ALGORITHMS:
