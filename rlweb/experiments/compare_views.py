@@ -12,7 +12,7 @@ from django.http import JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from rlweb.experiments import compare, live
+from rlweb.experiments import compare, compare_stats, live
 from rlweb.experiments.models import Experiment
 from rlweb.experiments.run_views import Echo, spreadsheet_safe
 from rlweb.projects import access
@@ -76,6 +76,19 @@ def compare_data(request):
     except compare.SelectionError as error:
         return JsonResponse({"error": str(error)}, status=400)
     return JsonResponse({"left_out": left_out, **compare.comparison(runs, options)})
+
+
+def compare_statistics(request):
+    """IQM, median, mean and optimality gap per group with intervals, probability of improvement, profiles and
+    sample-efficiency curves (compare_stats.py): from the cache at once, else {"state": "pending"} while they are
+    computed off the request; the page asks again."""
+    try:
+        runs, _ = compare.select_runs(request.user, compare.parse_run_ids(request.GET.getlist("runs")))
+        options = compare_stats.parse_options(request.GET, runs)
+    except compare.SelectionError as error:
+        return JsonResponse({"error": str(error)}, status=400)
+    result = compare_stats.statistics(runs, options)
+    return JsonResponse(result, status=202 if result["state"] == "pending" else 200)
 
 
 def compare_stream(request):

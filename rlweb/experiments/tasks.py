@@ -33,6 +33,13 @@ def checkpoint_job(self, job_id: int) -> str:
     return checkpoint_jobs.do(job_id, worker=self.request.hostname or "", queue=queue)
 
 
+@app.task(name="rlweb.compare_statistics", time_limit=10 * 60)
+def compare_statistics(key: str) -> str:
+    from rlweb.experiments import compare_stats  # rliable and scipy, imported by the workers that do this only
+
+    return compare_stats.compute_and_store(key)
+
+
 @app.task(name="rlweb.reap_lost_runs")
 def reap_lost_runs() -> int:
     """A periodic chore (celery beat): runs whose heartbeat went stale become lost (and resume by themselves).

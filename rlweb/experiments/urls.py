@@ -30,6 +30,7 @@ urlpatterns = [
     path("storage/", views.storage_page, name="storage"),
     path("compare/", compare_views.compare_page, name="compare"),
     path("compare/data.json", compare_views.compare_data, name="compare-data"),
+    path("compare/statistics.json", compare_views.compare_statistics, name="compare-statistics"),
     path("compare/stream", compare_views.compare_stream, name="compare-stream"),
     path("compare/export.csv", compare_views.compare_export, {"file_format": "csv"}, name="compare-export-csv"),
     path("compare/export.json", compare_views.compare_export, {"file_format": "json"}, name="compare-export-json"),
