@@ -93,6 +93,32 @@ def normalizable(space) -> bool:
     return isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating)
 
 
+def reported(value: torch.Tensor):
+    """A metric for `runner.record`: a float, or on a GPU the tensor itself, which the runner sums there and reads
+    at its next report (reading it now would make the CPU wait for the update at every update)."""
+    value = value.detach()
+    return value if value.device.type == "cuda" else float(value)
+
+
+class ObservationUploader:
+    """Observations to the device as they are, through one pinned host buffer reused every step, in a copy the
+    CPU does not wait for. Reusing it is safe because each step then waits for its actions, computed from the
+    copy, before the next one is written."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.staging: torch.Tensor | None = None
+
+    def __call__(self, observations: np.ndarray) -> torch.Tensor:
+        if self.device.type != "cuda":
+            return torch.as_tensor(observations)
+        source = torch.from_numpy(np.ascontiguousarray(observations))
+        if self.staging is None or self.staging.shape != source.shape or self.staging.dtype != source.dtype:
+            self.staging = torch.empty(source.shape, dtype=source.dtype, pin_memory=True)
+        self.staging.copy_(source)
+        return self.staging.to(self.device, non_blocking=True)
+
+
 class PolicyGradientAgent(Agent):
     """Acting, normalisation state and the rollout loop; each algorithm adds its config, build and update.
 
@@ -105,6 +131,8 @@ class PolicyGradientAgent(Agent):
     # to gain at least 10% in whole runs: A2C 1.17x (CPU time); PPO 1.07x to 1.12x in CPU time, but 1.15x in
     # wall time against the code before (b3c25c5, CartPole 50k steps, 3 interleaved rounds) (docs/benchmarks.md)
     numpy_acting = False
+    # rollouts kept on the device as they are collected (None: on a GPU, where observations are not normalised)
+    device_rollouts: bool | None = None
 
     def build_normalizers(self, num_envs: int) -> None:
         c = self.config
@@ -138,8 +166,12 @@ class PolicyGradientAgent(Agent):
         layers = [*network.actor_body, network.policy.linear] if isinstance(network.policy, CategoricalHead) else []
         return numpy_network(self.device, network.encoder, layers)
 
-    def rollout_actions(self, observations: np.ndarray) -> np.ndarray:
-        """Sampled actions for a rollout step, in the distribution's coordinates."""
+    def rollout_actions(self, observations: np.ndarray, on_device: torch.Tensor | None = None) -> np.ndarray:
+        """Sampled actions for a rollout step, in the distribution's coordinates (`on_device`: the observations
+        already on the device)."""
+        if on_device is not None:
+            with torch.no_grad():
+                return self.network.distribution(on_device).sample().cpu().numpy()
         if self.numpy_policy is not None:
             # a step at a time, numpy runs a small actor several times faster than torch; the sample is
             # Categorical.sample's Gumbel-max with the same draws of torch's generator
@@ -171,8 +203,11 @@ class PolicyGradientAgent(Agent):
         if self.obs_normalizer is not None:
             obs_dtype = np.float32
         head = self.network.policy
+        on_device = self.device_rollouts
+        if on_device is None:
+            on_device = self.device.type == "cuda" and self.obs_normalizer is None
         return RolloutBuffer(num_steps, num_envs, obs_shape, obs_dtype, head.action_shape, head.action_dtype,
-                             intrinsic=intrinsic, device=self.device)
+                             intrinsic=intrinsic, device=self.device, obs_on_device=on_device)
 
     def collect(self, runner, envs, buffer: RolloutBuffer, observations: np.ndarray):
         """Fill `buffer` with one rollout from `observations` (already normalised).
@@ -182,9 +217,15 @@ class PolicyGradientAgent(Agent):
         """
         buffer.reset()
         network, head, num_envs = self.network, self.network.policy, envs.num_envs
+        if buffer.obs_on_device and getattr(self, "upload", None) is None:
+            self.upload = ObservationUploader(self.device)
+        upload = self.upload if buffer.obs_on_device else None
         keep_going = True
         while keep_going and not buffer.full:
-            actions = self.rollout_actions(observations)  # values and log-probs come after the rollout
+            # on a GPU each observation crosses once, as it is (uint8 for images): the policy acts on it and the
+            # buffer keeps it there; the only wait of a step is for its actions, which the envs need
+            on_device = upload(observations) if upload is not None else None
+            actions = self.rollout_actions(observations, on_device)  # values and log-probs come after the rollout
             raw_next, rewards, terminated, truncated, infos = envs.step(head.to_env(actions))
             ended = terminated | truncated
             for episode_return, length in finished_episodes(infos):
@@ -193,7 +234,7 @@ class PolicyGradientAgent(Agent):
             next_observations = self.normalize_obs(raw_next, update=True)
             if self.reward_normalizer is not None:
                 rewards = self.reward_normalizer.normalize(rewards, ended)
-            buffer.add(observations, actions, rewards, terminated, truncated,
+            buffer.add(observations if on_device is None else on_device, actions, rewards, terminated, truncated,
                        next_obs=real_next if buffer.intrinsic else None)
             # a time limit cut the episode short: bootstrap from V(last observation); a terminal state is
             # not bootstrapped, so its final value stays 0 (docs/algorithms.md, P1)

@@ -386,11 +386,19 @@ class RolloutBuffer:
     """
 
     def __init__(self, num_steps: int, num_envs: int, obs_shape: tuple, obs_dtype, action_shape: tuple = (),
-                 action_dtype=np.int64, intrinsic: bool = False, device: torch.device | str = "cpu"):
+                 action_dtype=np.int64, intrinsic: bool = False, device: torch.device | str = "cpu",
+                 obs_on_device: bool = False):
         self.num_steps, self.num_envs = int(num_steps), int(num_envs)
         self.device = torch.device(device)
         shape = (self.num_steps, self.num_envs)
-        self.obs = np.zeros((*shape, *obs_shape), dtype=obs_dtype)
+        # on a GPU the observations are kept there as they come (uint8 images stay uint8): each crosses once,
+        # when the policy acts on it, and the update reads them where they are
+        self.obs_on_device = obs_on_device
+        if obs_on_device:
+            self.obs = torch.zeros((*shape, *obs_shape), dtype=torch.from_numpy(np.empty(0, obs_dtype)).dtype,
+                                   device=self.device)
+        else:
+            self.obs = np.zeros((*shape, *obs_shape), dtype=obs_dtype)
         self.actions = np.zeros((*shape, *action_shape), dtype=action_dtype)
         self.log_probs = np.zeros(shape, dtype=np.float32)
         self.values = np.zeros(shape, dtype=np.float32)
@@ -417,7 +425,10 @@ class RolloutBuffer:
 
     def add(self, obs, actions, rewards, terminated, truncated, next_obs=None) -> None:
         t = self.step
-        self.obs[t] = obs
+        if self.obs_on_device:
+            self.obs[t].copy_(torch.as_tensor(obs), non_blocking=True)
+        else:
+            self.obs[t] = obs
         self.actions[t] = actions
         self.rewards[t] = rewards
         self.terminated[t] = terminated

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, PolicyGradientAgent
+from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, PolicyGradientAgent, reported
 from trainer.algorithms.ppo import explained_variance
 from trainer.distributions import ACTION_SPACES
 from trainer.cpu_speed import FlatAdam, FlatParameters, FlatRMSprop, clip_grad_norm
@@ -114,10 +114,10 @@ class A2C(PolicyGradientAgent):
         if c.max_grad_norm > 0:
             clip_grad_norm([self.actor_flat, self.critic_flat], c.max_grad_norm)
         self.optimizer.step()
-        return {"train/loss": float(loss.detach()), "train/policy_loss": float(policy_loss.detach()),
-                "train/value_loss": float(value_loss.detach()), "train/entropy": float(entropy.detach()),
+        return {"train/loss": reported(loss), "train/policy_loss": reported(policy_loss),
+                "train/value_loss": reported(value_loss), "train/entropy": reported(entropy),
                 "train/learning_rate": self.optimizer.param_groups[0]["lr"],
-                "train/explained_variance": explained_variance(batch.values, batch.returns)}
+                "train/explained_variance": explained_variance(buffer.values, buffer.returns)}
 
     def train(self, runner) -> None:
         c = self.config

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, PolicyGradientAgent
+from trainer.actor_critic import OBSERVATION_SPACES, ActorCritic, PolicyGradientAgent, reported
 from trainer.agent import never
 from trainer.distributions import ACTION_SPACES
 from trainer.cpu_speed import FlatAdam, FlatParameters, clip_grad_norm
@@ -171,7 +171,7 @@ class PPO(PolicyGradientAgent):
                 clip_grad_norm([self.flat], c.max_grad_norm)
             for optimizer in optimizers:
                 optimizer.step()
-        metrics = {f"train/{name}": float(torch.stack([row[name].detach() for row in logged]).mean())
+        metrics = {f"train/{name}": reported(torch.stack([row[name].detach() for row in logged]).mean())
                    for name in logged[0]} if logged else {}
         metrics.update({"train/learning_rate": learning_rate, "train/clip_range": clip_range,
                         "train/explained_variance": explained_variance(buffer.values, buffer.returns)})

@@ -1,0 +1,57 @@
+"""The GPU path of PPO, A2C and RND-PPO, run here on the CPU (it is device-agnostic): each observation goes to the
+device once, as it is (uint8 images stay uint8), the policy acts on it there and the rollout buffer keeps it there;
+training is the same as through the host path."""
+
+import numpy as np
+import pytest
+import torch
+import trainer
+from trainer.actor_critic import ObservationUploader, reported
+
+
+def trained(algorithm: str, device_rollouts: bool, env_id: str = "ALE/Pong-v5", steps: int = 64, **settings):
+    agent = trainer.make(algorithm, env_id, seed=3, device="cpu", preset="auto", **settings)
+    agent.device_rollouts = device_rollouts
+    buffers = []
+    new_buffer = agent.new_buffer
+
+    def kept(*args, **kwargs):
+        buffers.append(new_buffer(*args, **kwargs))
+        return buffers[-1]
+
+    agent.new_buffer = kept
+    summary = agent.learn(steps, eval_episodes=0)
+    return agent, buffers[0], summary
+
+
+@pytest.mark.parametrize("algorithm, settings", [
+    ("ppo", dict(num_envs=2, n_steps=8, batch_size=8, n_epochs=2)),
+    ("a2c", dict(num_envs=2, n_steps=4)),
+])
+def test_rollouts_kept_on_the_device_train_exactly_as_through_the_host(algorithm, settings):
+    on_device, device_buffer, _ = trained(algorithm, True, **settings)
+    on_host, host_buffer, _ = trained(algorithm, False, **settings)
+    assert isinstance(device_buffer.obs, torch.Tensor) and device_buffer.obs.dtype == torch.uint8  # images as uint8
+    assert isinstance(host_buffer.obs, np.ndarray)
+    np.testing.assert_array_equal(device_buffer.obs.numpy(), host_buffer.obs)
+    for mine, theirs in zip(on_device.network.parameters(), on_host.network.parameters()):
+        assert torch.equal(mine, theirs)
+
+
+def test_rnd_ppo_trains_with_its_rollouts_on_the_device():
+    agent, buffer, summary = trained("rnd-ppo", True, num_envs=2, n_steps=8, batch_size=8, n_epochs=1)
+    assert isinstance(buffer.obs, torch.Tensor) and summary["steps"] == 64
+
+
+def test_the_gpu_path_is_chosen_on_a_gpu_only_and_never_for_normalised_observations():
+    agent = trainer.make("ppo", "CartPole-v1", seed=0, device="cpu", normalize_observations=True)
+    assert not agent.new_buffer(4, 2).obs_on_device  # on a CPU, the host path
+    agent.device, agent.device_rollouts = torch.device("meta"), None  # any device that is not a GPU
+    assert not agent.new_buffer(4, 2).obs_on_device
+
+
+def test_observations_reach_the_device_as_they_are_and_metrics_are_floats_on_a_cpu():
+    observations = np.random.default_rng(0).integers(0, 255, (2, 4, 84, 84), dtype=np.uint8)
+    uploaded = ObservationUploader(torch.device("cpu"))(observations)
+    assert uploaded.dtype == torch.uint8 and np.array_equal(uploaded.numpy(), observations)
+    assert reported(torch.tensor(1.5, requires_grad=True) * 2) == 3.0
