@@ -27,7 +27,7 @@ from kombu.exceptions import OperationalError as QueueUnreachable
 from rlweb.experiments import compare, history, workers
 from rlweb.experiments.models import Run
 from rlweb.experiments.redis_keys import redis_client
-from rlweb.scores import aggregates, baselines, normalise
+from rlweb.scores import baselines, normalise
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +175,8 @@ def curve_grid(members: dict) -> np.ndarray | None:
 
 def compute(inputs: dict) -> dict:
     """The statistics of collect()'s inputs: aggregates, probability of improvement, profiles and curves."""
+    from rlweb.scores import aggregates  # scipy and rliable: imported where the statistics are computed only
+
     scores, members, tasks_of, notes = matrices(inputs["groups"])
     result = {"groups": list(scores), "tasks": tasks_of, "runs": {label: len(matrix) for label, matrix in scores.items()},
               "normalised": inputs["normalised"], "notes": inputs["notes"] + notes,
@@ -201,6 +203,8 @@ def compute(inputs: dict) -> dict:
 
 def improvement(scores: dict, tasks_of: dict, inputs: dict) -> dict | None:
     """P(X > Y) for the two groups asked for (else the first two), on the tasks both ran."""
+    from rlweb.scores import aggregates
+
     labels = list(scores)
     x, y = inputs["options"]["improve"], inputs["options"]["over"]
     x = x if x in scores else labels[0]
@@ -271,4 +275,10 @@ def baseline_bands(runs: list[Run]) -> list[dict]:
         return []
     task = tasks.pop()
     algorithms = sorted({run.experiment.algorithm for run in runs})
-    return [row for algorithm in algorithms for row in baselines.final_scores(task, algorithm)[:1]]
+    bands = []
+    for algorithm in algorithms:
+        standing = baselines.standing(task, algorithm, None)
+        if standing:
+            frames = " (4 frames each)" if normalise.atari_game(task) else ""
+            bands.append({**standing, "x_note": f"published final score after {standing['steps']:,} agent steps{frames}"})
+    return bands

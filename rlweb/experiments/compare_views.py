@@ -39,6 +39,8 @@ def compare_page(request):
         "runs": runs, "run_ids": ",".join(map(str, run_ids)), "left_out": left_out, "options": options,
         "hyperparameters": rows, "settings_differ": any(row["differs"] for row in rows),
         "groupings": compare.grouping_choices(runs), "bands": compare.BANDS, "max_runs": compare.MAX_RUNS,
+        "statistics": {"groupings": compare_stats.grouping_choices(runs), "metrics": compare_stats.METRICS,
+                       "counts": compare_stats.COUNTS, "baselines": compare_stats.baseline_bands(runs)},
         "columns": [(run, compare_url([pk for pk in run_ids if pk != run.pk], request.GET)) for run in runs],
         "data_url": compare_url(run_ids, request.GET, view="compare-data"),
         "stream_url": compare_url(run_ids, {}, view="compare-stream"),
@@ -75,7 +77,8 @@ def compare_data(request):
         runs, left_out, options = selection(request)
     except compare.SelectionError as error:
         return JsonResponse({"error": str(error)}, status=400)
-    return JsonResponse({"left_out": left_out, **compare.comparison(runs, options)})
+    return JsonResponse({"left_out": left_out, **compare.comparison(runs, options),
+                         "baselines": compare_stats.baseline_bands(runs)})
 
 
 def compare_statistics(request):

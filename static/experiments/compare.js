@@ -205,6 +205,21 @@ function layout(metric, traces) {
     font: {family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12, color: "#2b3040"},
     hovermode: "closest",
     uirevision: `${metric.key} ${data.options.x} ${logInput.checked}`,  // keep the user's zoom across redraws
+    ...baselineBands(metric),
+  };
+}
+
+// Published final scores (RL Zoo) of the runs' task and algorithms, as bands (mean ± std) across the return charts:
+// a final score, so the band spans every step; its label says after how many agent steps it was published.
+function baselineBands(metric) {
+  if (!data.baselines?.length || !["eval/return_mean", "rollout/episode_return"].includes(metric.key)) return {};
+  return {
+    shapes: data.baselines.map((band) => ({type: "rect", xref: "paper", x0: 0, x1: 1, yref: "y", layer: "below",
+                                            y0: band.mean - band.std, y1: band.mean + band.std, line: {width: 0},
+                                            fillcolor: "rgba(110, 110, 110, 0.14)"})),
+    annotations: data.baselines.map((band) => ({xref: "paper", x: 0.01, xanchor: "left", yref: "y", y: band.mean,
+                                                 showarrow: false, font: {size: 10, color: "#555b6e"},
+                                                 text: `${band.text} (${band.published_env_id}, ${band.x_note})`})),
   };
 }
 

@@ -1,0 +1,132 @@
+"""The compare page's statistics: scores normalised per task, rliable's aggregates per group computed off the
+request and cached per selection (a new event makes a new key), the evaluation that counts chosen by the query."""
+
+import json
+import time
+
+import numpy as np
+import pytest
+from django.urls import reverse
+
+from rlweb.experiments import compare_stats
+from rlweb.experiments.models import Run
+from rlweb.experiments.redis_keys import redis_client
+from rlweb.scores import aggregates, normalise
+from tests.web.test_compare import add_events
+
+STATS, PAGE = reverse("compare-statistics"), reverse("compare")
+FINALS = {("dqn", "CartPole-v1"): [120.0, 200.0, 160.0], ("dqn", "Acrobot-v1"): [-300.0, -250.0, -200.0],
+          ("ppo", "CartPole-v1"): [450.0, 500.0, 480.0], ("ppo", "Acrobot-v1"): [-100.0, -90.0, -120.0]}
+
+
+@pytest.fixture
+def suite(make_experiment):
+    """2 algorithms x 2 tasks x 3 seeds, each run with three evaluations ending at its final score."""
+    runs = []
+    for (algorithm, env_id), finals in FINALS.items():
+        experiment = make_experiment(name=f"{algorithm} {env_id}", algorithm=algorithm, env_id=env_id, tags=["suite"])
+        for seed, final in enumerate(finals):
+            run = Run.objects.create(experiment=experiment, seed=seed, total_steps=300)
+            add_events(run, "eval", [(step, {"eval/return_mean": final * fraction})
+                                     for step, fraction in ((100, 0.2), (200, 1.5), (300, 1.0))])
+            runs.append(run)
+    return runs
+
+
+def query(runs, **options):
+    return {"runs": ",".join(str(run.pk) for run in runs), **options}
+
+
+def finished(client, params, seconds=60):
+    """The statistics once computed: the endpoint is asked again, as the page does, until they are there."""
+    deadline = time.monotonic() + seconds
+    while True:
+        response = client.get(STATS, params)
+        assert response.status_code in (200, 202), response.content
+        if response.status_code == 200:
+            return response.json()
+        assert time.monotonic() < deadline, "the statistics were not computed in time"
+        time.sleep(0.05)
+
+
+def expected_matrix(algorithm, pick=lambda finals: finals):
+    tasks = ["Acrobot-v1", "CartPole-v1"]
+    columns = [[normalise.normalise(task, score) for score in pick(FINALS[algorithm, task])] for task in tasks]
+    return np.array(columns).T
+
+
+def test_aggregates_per_algorithm_are_rliables_on_the_normalised_final_scores(owner_client, suite):
+    first = owner_client.get(STATS, query(suite))
+    assert first.status_code == 202 and first.json()["state"] == "pending"
+    result = finished(owner_client, query(suite))
+    assert result["state"] == "done" and result["normalised"] and result["groups"] == ["dqn", "ppo"]
+    expected = aggregates.aggregate_scores({"dqn": expected_matrix("dqn"), "ppo": expected_matrix("ppo")},
+                                           reps=compare_stats.REPS)
+    for group in ("dqn", "ppo"):
+        for metric in aggregates.METRICS:
+            assert result["aggregates"][group][metric] == pytest.approx(list(expected[group][metric]))
+    improvement = result["improvement"]
+    assert (improvement["x"], improvement["y"]) == ("dqn", "ppo") and improvement["value"][0] == 0.0
+    assert len(result["profiles"]["ppo"]["point"]) == compare_stats.PROFILE_POINTS
+    assert result["efficiency"]["steps"][0] == 100 and result["efficiency"]["steps"][-1] == 300
+    assert len(result["efficiency"]["groups"]["dqn"]["point"]) == compare_stats.CURVE_POINTS
+
+
+def test_a_computed_selection_comes_from_the_cache_until_a_run_reports_again(owner_client, suite):
+    finished(owner_client, query(suite))
+    started = time.perf_counter()
+    cached = owner_client.get(STATS, query(suite))
+    assert cached.status_code == 200 and cached.json()["cached"] is True
+    assert time.perf_counter() - started < 1.0
+    add_events(suite[0], "eval", [(400, {"eval/return_mean": 10.0})])
+    assert owner_client.get(STATS, query(suite)).status_code == 202
+
+
+def test_the_evaluation_that_counts_is_chosen_best_or_mean_of_the_last_n(owner_client, suite):
+    best = finished(owner_client, query(suite, count="best"))
+    expected = aggregates.aggregate_scores({"ppo": expected_matrix("ppo", lambda finals: [1.5 * f if f > 0 else 0.2 * f
+                                                                                           for f in finals])}, reps=compare_stats.REPS)
+    assert best["aggregates"]["ppo"]["mean"][0] == pytest.approx(expected["ppo"]["mean"][0])
+    last_two = finished(owner_client, query(suite, count="last", last="2"))
+    expected = aggregates.aggregate_scores({"ppo": expected_matrix("ppo", lambda finals: [1.25 * f for f in finals])},
+                                           reps=compare_stats.REPS)
+    assert last_two["aggregates"]["ppo"]["iqm"][0] == pytest.approx(expected["ppo"]["iqm"][0])
+
+
+def test_groups_by_tag_and_probability_of_improvement_between_chosen_groups(owner_client, suite):
+    by_tag = finished(owner_client, query(suite, by="tag"))
+    assert by_tag["groups"] == ["tag:suite"] and by_tag["runs"] == {"tag:suite": 6} and by_tag["improvement"] is None
+    swapped = finished(owner_client, query(suite, improve="ppo", over="dqn"))
+    assert (swapped["improvement"]["x"], swapped["improvement"]["y"]) == ("ppo", "dqn")
+    assert swapped["improvement"]["value"][0] == 1.0
+
+
+def test_the_background_task_stores_what_the_page_reads(owner_client, suite):
+    from rlweb.experiments.tasks import compare_statistics
+
+    runs = suite[:3]
+    inputs = compare_stats.collect(runs, compare_stats.StatsOptions())
+    key = compare_stats.cache_key(inputs)
+    redis_client().set(f"{key}:input", json.dumps(inputs))
+    assert compare_statistics(key) == "done"
+    response = owner_client.get(STATS, query(runs))
+    assert response.status_code == 200 and response.json()["groups"] == ["dqn"]
+
+
+@pytest.mark.parametrize("params, field", [({"by": "colour"}, "by"), ({"count": "worst"}, "count"),
+                                           ({"last": "0"}, "last"), ({"last": "x"}, "last"),
+                                           ({"metric": "train/loss"}, "metric")])
+def test_it_refuses_bad_options_by_field(owner_client, suite, params, field):
+    response = owner_client.get(STATS, query(suite, **params))
+    assert response.status_code == 400 and response.json()["error"].startswith(field)
+
+
+def test_a_stranger_gets_no_statistics_of_the_owners_runs(stranger_client, suite):
+    response = stranger_client.get(STATS, query(suite))
+    assert response.status_code == 200 and response.json()["groups"] == [] and "tiny" not in response.content.decode()
+
+
+def test_the_compare_page_offers_the_statistics_and_the_published_baseline(owner_client, suite):
+    page = owner_client.get(PAGE, {"runs": ",".join(str(run.pk) for run in suite[:3])}).content.decode()
+    assert 'id="statistics"' in page and STATS in page
+    assert "RL Zoo DQN" in page and "500 ± 0" in page
