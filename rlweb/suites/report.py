@@ -27,6 +27,7 @@ from django.urls import reverse
 from rlweb.experiments import redis_keys
 from rlweb.experiments.models import Event, Run
 from rlweb.scores.aggregates import METRICS, aggregate_scores
+from rlweb.scores.normalise import normalise, reference
 from rlweb.suites.models import Suite
 
 logger = logging.getLogger(__name__)
@@ -40,16 +41,19 @@ CACHE_SECONDS = 7 * 24 * 3600
 
 
 def normalised(env_id: str, score: float) -> float | None:
-    """The score normalised against the environment's reference scores; None when it has none."""
-    try:
-        from rlweb.scores.normalise import normalise
-    except ImportError:  # TODO(issue 31): the statistics helper's module
-        return None
-    try:
-        value = normalise(env_id, score)
-    except (KeyError, LookupError, ValueError):
-        return None
+    """The score normalised against the environment's reference scores (rlweb.scores.normalise); None when it has
+    none."""
+    value = normalise(env_id, score)
     return None if value is None else float(value)
+
+
+def reference_of(env_id: str) -> dict | None:
+    """What a normalised score of 0 and of 1 stand for on the environment, and the sources of both."""
+    found = reference(env_id)
+    if found is None:
+        return None
+    return {"text": f"{found['kind']}: 0 = {found['low_label']} ({found['low']:g}), 1 = {found['high_label']} "
+                    f"({found['high']:g})", "sources": found["sources"]}
 
 
 def suite_runs(suite: Suite) -> list[Run]:
@@ -103,7 +107,8 @@ def score_table(suite: Suite, rows: list[dict]) -> list[dict]:
             cells[algorithm] = {"n": len(scores), "mean": float(np.mean(scores)) if scores else None,
                                 "std": float(np.std(scores)) if scores else None,
                                 "normalised": float(np.mean(normal)) if normal else None}
-        table.append({"env_id": env_id, "normalisable": normalised(env_id, 0.0) is not None, "cells": cells})
+        table.append({"env_id": env_id, "normalisable": reference(env_id) is not None,
+                      "reference": reference_of(env_id), "cells": cells})
     return table
 
 
@@ -115,7 +120,7 @@ def score_matrices(suite: Suite, rows: list[dict]) -> tuple[dict[str, np.ndarray
             by_cell.setdefault((row["algorithm"], row["env_id"]), {})[row["seed"]] = row["normalised"]
     used, left_out = [], {}
     for env_id in suite.env_ids:
-        if normalised(env_id, 0.0) is None:
+        if reference(env_id) is None:
             left_out[env_id] = "no reference scores to normalise against"
             continue
         missing = sum(suite.num_seeds - len(by_cell.get((algorithm, env_id), {})) for algorithm in suite.algorithms)

@@ -101,7 +101,8 @@
       const tr = element("tr", null, {"data-env": row.env_id});
       const env = element("td");
       env.append(element("code", row.env_id));
-      if (!row.normalisable) env.append(" ", element("span", "no reference", {class: "muted", title: "No reference scores to normalise against: left out of the aggregates."}));
+      if (row.reference) env.append(element("br"), element("span", row.reference.text, {class: "muted reference"}));
+      else env.append(" ", element("span", "no reference scores: left out of the aggregates", {class: "muted reference"}));
       tr.append(env);
       for (const algorithm of data.suite.algorithms) {
         const cell = row.cells[algorithm];
@@ -118,6 +119,10 @@
     });
     table.querySelector("thead").replaceChildren(head);
     table.querySelector("tbody").replaceChildren(...rows);
+    const sources = [...new Set(data.table.flatMap((row) => row.reference ? row.reference.sources : []))];
+    const list = document.getElementById("reference-sources");
+    list.replaceChildren(...sources.map((source) => element("li", source)));
+    list.hidden = !sources.length;
   }
 
   function drawRunTable(data, table, links) {
