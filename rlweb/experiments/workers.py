@@ -1,7 +1,8 @@
 """The worker registry: every Celery worker writes itself into Redis; the workers page and the queue notices read it.
 
 A worker keeps one hash, `rlweb:worker:<node name>`: its host, queues, device (the GPU's name and memory when torch
-sees one), the cores it may use, pid, start time and last heartbeat. When the worker is ready (Celery's
+sees one), the cores it may use, pid, start time, last heartbeat, and its load at that beat (`load`: the system
+metrics a run sends, trainer/system_metrics.py, sampled by the beating thread for the whole worker process). When the worker is ready (Celery's
 `worker_ready` signal) a daemon thread writes the hash and then rewrites it every `WORKER_BEAT_SECONDS`, each time
 with an expiry of `WORKER_TTL_SECONDS`; `worker_shutdown` deletes it. The thread beats while the solo pool's main
 thread trains (as a run's heartbeat does), and a Redis restart loses nothing for long: the next beat writes the
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 
 import redis
 from django.conf import settings
+from trainer.system_metrics import SystemSampler
 
 from rlweb.experiments import redis_keys
 
@@ -54,6 +56,8 @@ class Worker:
     # (None: a worker started before workers said, taken to have every algorithm)
     algorithms: dict[str, str] | None = None
     broken_algorithms: dict[str, str] = field(default_factory=dict)
+    # its load at the last beat: {"system/cpu_percent": ..., ...} (trainer/system_metrics.py); {}: not said
+    load: dict[str, float] = field(default_factory=dict)
     run: object = field(default=None)
 
     @classmethod
@@ -64,7 +68,8 @@ class Worker:
                    started=float(entry["started"]), heartbeat=float(entry["heartbeat"]),
                    cores=int(entry.get("cores") or 0) or None,
                    algorithms=json.loads(entry["algorithms"]) if entry.get("algorithms") else None,
-                   broken_algorithms=json.loads(entry.get("broken_algorithms") or "{}"))
+                   broken_algorithms=json.loads(entry.get("broken_algorithms") or "{}"),
+                   load=json.loads(entry.get("load") or "{}"))
 
     @property
     def plugins(self) -> dict[str, str]:
@@ -75,6 +80,21 @@ class Worker:
     def has_algorithm(self, name: str, origin: str) -> bool:
         """Whether it can train `name` as it comes from `origin` ("package version") where the run is made."""
         return self.algorithms is None or self.algorithms.get(name) == origin
+
+    @property
+    def shown_load(self) -> dict | None:
+        """Its load at the last beat as the workers page shows it: CPU percent, resident and machine memory, and each
+        GPU's utilisation and memory; None when its entry has none (a worker started before workers said)."""
+        load = self.load
+        if "system/cpu_percent" not in load:
+            return None
+        gpus = []
+        while f"system/gpu{len(gpus)}_memory_mb" in load:
+            prefix = f"system/gpu{len(gpus)}_"
+            gpus.append({"index": len(gpus), "utilization": load.get(prefix + "utilization"),
+                         "memory_mb": load[prefix + "memory_mb"]})
+        return {"cpu_percent": load["system/cpu_percent"], "rss_mb": load.get("system/rss_mb"),
+                "machine_memory_percent": load.get("system/machine_memory_percent"), "gpus": gpus}
 
     @property
     def uptime_seconds(self) -> float:
@@ -160,6 +180,7 @@ class Registration:
     def __init__(self, node: str, queues: list[str]):
         self.entry = {"node": node, "host": socket.gethostname(), "queues": ",".join(sorted(queues)),
                       "pid": os.getpid(), "started": time.time(), **device_entry()}
+        self.sampler = SystemSampler(interval=0)  # the load, sampled at each beat
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.beat_until_stopped, name="worker-registry", daemon=True)
 
@@ -174,7 +195,7 @@ class Registration:
 
     def beat(self) -> None:
         try:
-            write_entry(self.entry)
+            write_entry({**self.entry, "load": json.dumps(self.sampler.sample())})
         except redis.RedisError as error:  # the entry expires meanwhile; the next beat writes it again
             logger.warning("cannot write this worker's registry entry (%s); retrying", error)
 
