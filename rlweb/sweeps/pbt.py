@@ -292,7 +292,10 @@ def figures_of(sweep: Sweep) -> dict:
     """{"curves", "lineage", "schedules"}: plotly figures, or a {"message"}."""
     from rlweb.sweeps import figures
 
-    return {"curves": figures.curves(sweep), "lineage": lineage_figure(sweep), "schedules": schedule_figure(sweep)}
+    curves = figures.curves(sweep)
+    for trace in curves.get("data", []):  # a member, not a trial
+        trace["name"] = trace["name"].replace("trial ", "member ", 1)
+    return {"curves": curves, "lineage": lineage_figure(sweep), "schedules": schedule_figure(sweep)}
 
 
 def member_steps(sweep: Sweep) -> dict[int, int]:

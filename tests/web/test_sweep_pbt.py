@@ -10,7 +10,6 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from datetime import timedelta
 
 import pytest
-import trainer
 from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
