@@ -19,6 +19,9 @@ def test_ppo_has_cleanrls_envpool_settings_as_a_named_preset():
     assert (config.learning_rate, config.lr_schedule, config.entropy_coef, config.value_coef) == (
         2.5e-4, "linear", 0.01, 0.25)
     assert config.vectorization == "ale"
+    fast = trainer.make("ppo", "ALE/Pong-v5", preset="cleanrl-envpool-fast", device="cpu").config
+    assert (fast.num_envs, fast.batch_size, fast.n_epochs, fast.clip_range, fast.value_clip_range) == (
+        16, 256, 3, 0.2, 0.2)  # 16 x 128 in 8 minibatches
 
 
 def test_atari_ppo_and_a2c_take_the_zoos_settings_by_default():
