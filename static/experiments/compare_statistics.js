@@ -135,18 +135,18 @@ function drawProfiles(result, scale) {
 
 function drawEfficiency(result, scale) {
   const chart = document.getElementById("statistics-efficiency");
-  if (!result.efficiency) {
-    Plotly.purge(chart);
-    chart.textContent = "No steps that every counted run has evaluated at: no sample-efficiency curve.";
-    return;
-  }
-  chart.textContent = "";
+  chart.hidden = !result.efficiency;
+  document.getElementById("statistics-efficiency-empty").hidden = Boolean(result.efficiency);
+  if (!result.efficiency) return;
   const traces = result.groups.flatMap((group, index) =>
     bandTraces(result.efficiency.steps, result.efficiency.groups[group], index, group));
   Plotly.react(chart, traces, layout("env steps (agent steps; on Atari 1 step = 4 frames)", `IQM of ${scale}`),
                {responsive: true, displaylogo: false});
 }
 
-form.addEventListener("change", () => load());
+form.addEventListener("change", () => {
+  section.dataset.ready = "";  // until the statistics of the new options are drawn
+  load();
+});
 form.addEventListener("submit", (event) => { event.preventDefault(); load(); });
 load();

@@ -328,3 +328,28 @@ def test_screenshots_of_the_comparison_at_desktop_and_phone_widths(page, demo_si
     page.set_viewport_size({"width": 390, "height": 844})
     charts_fit(page)  # plotly resizes to the narrow page
     page.screenshot(path=str(SCREENSHOTS / "compare-narrow.png"), full_page=True)
+
+
+STATISTICS_READY = "document.getElementById('statistics')?.dataset.ready === '1'"
+
+
+def test_statistics_across_tasks_show_rliables_aggregates_per_algorithm_and_rl_zoos_band(page, demo_site):
+    """The finished demo runs (DQN and PPO seeds on CartPole): the bootstrap runs off the request, the page asks
+    until it is there, then shows a row per algorithm, P(dqn > ppo), the profiles and the published band."""
+    base, demo_runs = demo_site
+    page.goto(f"{base}/compare/?runs={','.join(map(str, demo_runs))}")
+    page.wait_for_function(STATISTICS_READY, timeout=120_000)
+    groups = page.eval_on_selector_all("#statistics-table tbody tr", "rows => rows.map((row) => row.dataset.group)")
+    assert groups == ["dqn", "ppo"]
+    iqm = page.inner_text("#statistics-table tbody tr[data-group=ppo] td:nth-child(3)")
+    assert iqm.count("[") == 1 and iqm.endswith("]")  # a point and its interval
+    assert page.inner_text("#statistics-improvement").startswith("P(dqn > ppo) = ")
+    assert "RL Zoo DQN: 500 ± 0" in page.inner_text("#published-baselines")
+    page.wait_for_function(READY)
+    assert page.evaluate(f"{RETURN_CHART}.layout.shapes.length") == 2  # the two published bands
+    page.select_option("#statistics-options select[name=count]", "best")  # asks again: computed, then shown
+    page.wait_for_function(STATISTICS_READY)
+    assert page.evaluate("document.getElementById('statistics-efficiency').data.length") == 6  # 2 groups x band
+    page.locator("#statistics").scroll_into_view_if_needed()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#statistics").screenshot(path=str(SCREENSHOTS / "compare-statistics.png"))
