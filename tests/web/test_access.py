@@ -19,6 +19,7 @@ from rlweb.alerts.models import AlertRule
 from rlweb.api.models import ApiToken
 from rlweb.experiments.models import Checkpoint, Experiment, Run, Video
 from rlweb.projects.models import Membership, Project
+from rlweb.suites.models import Suite, SuiteTask
 from rlweb.sweeps.models import Sweep, Trial
 from tests.web.helpers import PASSWORD, body_of
 
@@ -26,7 +27,7 @@ SECRET = "owner-secret-7f3a"  # in the owner's experiment name, video file and i
 ANONYMOUS_PAGES = {"login", "signup", "invitation-accept", "admin:login"}  # meant for visitors
 LOGIN_PAGES = ("/login/?next=", "/admin/login/?next=")
 OBJECT_KWARGS = {"experiment_id", "run_id", "checkpoint_id", "video_id", "invitation_id", "sweep_id", "user_id",
-                 "token_id", "project_id"}
+                 "token_id", "project_id", "suite_id"}
 NOT_SHARED = {"invitation_id", "user_id", "token_id"}  # a project shares none of these: its members get 404 too
 # managing members, and moving an experiment in or out of a project: 403 to the members
 OWNER_ONLY = {"project-member-add", "project-member-remove", "api-1:member_add", "experiment-project"}
@@ -91,17 +92,23 @@ def world(owner, stranger, admin_user, trained_run, make_experiment, django_user
                                  eval_interval=200, space=[{"name": "learning_rate", "type": "float", "low": 1e-4,
                                                             "high": 1e-2, "log": True}])
     Trial.objects.create(sweep=sweep, number=0, experiment=experiment, params={"learning_rate": 1e-3}, state="failed")
+    suite = Suite.objects.create(owner=owner, name=SECRET, algorithms=["dqn"], env_ids=["CartPole-v1"], num_seeds=3,
+                                 total_steps=400, eval_interval=200, project=project)  # running: its cancel acts
+    SuiteTask.objects.create(suite=suite, position=0, algorithm="dqn", env_id="CartPole-v1", experiment=experiment,
+                             launched_at=trained_run.created)
     invitation = Invitation.objects.create(note=SECRET, created_by=admin_user,
                                            expires_at=trained_run.created.replace(year=2100))
     values = {"experiment_id": experiment.pk, "run_id": trained_run.pk, "checkpoint_id": trained_run.checkpoints.first().pk,
               "video_id": video.pk, "invitation_id": invitation.pk, "token": invitation.token, "sweep_id": sweep.pk,
               "user_id": owner.pk,  # the staff's Users page clears this user's failed sign-ins
               "token_id": ApiToken.issue(owner, SECRET)[0].pk, "project_id": project.pk, "username": "viewer",
+              "suite_id": suite.pk,
               # the admin's own patterns: anyone but staff is sent to a login page before these are read
               "object_id": experiment.pk, "id": owner.pk, "content_type_id": 1, "app_label": "experiments",
               "url": "no-such-page/"}
     runs_for = {"run-cancel": queued.pk, "run-resume": cancelled.pk}  # a state change the stranger must not make
     return {"values": values, "runs_for": runs_for, "experiment": experiment, "queued": queued, "sweep": sweep,
+            "suite": suite,
             "cancelled": cancelled, "video": video, "invitation": invitation, "owner": owner, "stranger": stranger,
             "admin": admin_user, **members}
 
@@ -132,6 +139,7 @@ def assert_nothing_changed(world):
     sweep = Sweep.objects.get(pk=world["sweep"].pk)  # neither cancelled, extended nor deleted, and no best launched
     assert (sweep.status, sweep.trials, Experiment.objects.count()) == ("cancelled", 20, 1)
     assert not ApiToken.objects.filter(revoked_at__isnull=False).exists()
+    assert Suite.objects.get(pk=world["suite"].pk).status == "running"  # not cancelled
     # nobody set alerts on the owner's behalf; a stranger never got to the owner's experiment
     assert not AlertRule.objects.filter(owner=world["owner"]).exists()
     assert not AlertRule.objects.filter(owner=world["stranger"], experiment__isnull=False).exists()
@@ -140,7 +148,8 @@ def assert_nothing_changed(world):
 def test_the_walker_sees_every_view_of_the_site():
     names = {pattern.name for pattern in PATTERNS}
     assert {"experiment-detail", "run-cancel", "checkpoint-download", "video-file", "compare-export-csv",
-            "user-list", "invitation-revoke", "admin:index", "alert-settings", "experiment-alerts"} <= names
+            "user-list", "invitation-revoke", "admin:index", "alert-settings", "experiment-alerts",
+            "suite-detail", "suite-report", "suite-cancel"} <= names
     assert len(PATTERNS) >= 60
     assert {name for pattern in PATTERNS for name in pattern.kwargs} <= OBJECT_KWARGS | {
         "token", "object_id", "id", "content_type_id", "app_label", "url", "username"}, "a new kind of id: add it to world()"
