@@ -1,0 +1,35 @@
+"""A run's page says where it stands beside the published score for its task and algorithm, and its normalised
+score, and hands the published band to its return charts."""
+
+import json
+import re
+
+from rlweb.experiments.models import Run
+
+
+def page_of(client, run) -> str:
+    response = client.get(run.get_absolute_url())
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_a_finished_run_stands_beside_rl_zoos_score(owner_client, make_experiment):
+    experiment = make_experiment(algorithm="ppo", env_id="LunarLander-v3", hyperparameters={})
+    run = Run.objects.create(experiment=experiment, seed=0, total_steps=1000, status="succeeded",
+                             eval_return_mean=247.0, eval_return_std=12.0, best_eval_return=250.0)
+    page = page_of(owner_client, run)
+    assert "final 247; RL Zoo PPO: 242 ± 32" in page
+    assert "published on LunarLander-v2 after 1000000 agent steps" in page
+    assert "min-max score 1.12 (0: random policy on LunarLander-v3, 1: solved threshold of LunarLander-v3)" in page
+    bands = json.loads(re.search(r'<script id="run-baselines" type="application/json">(.*?)</script>', page).group(1))
+    assert [(band["label"], band["mean"], band["std"]) for band in bands] == [("RL Zoo PPO", 242.119, 31.823)]
+
+
+def test_a_running_run_says_last_eval_and_an_unknown_pairing_says_nothing(owner_client, make_experiment):
+    running = Run.objects.create(experiment=make_experiment(algorithm="dqn", env_id="CartPole-v1"), seed=0,
+                                 total_steps=1000, status="running", eval_return_mean=180.0)
+    assert "last eval 180; RL Zoo DQN: 500 ± 0" in page_of(owner_client, running)
+    unknown = Run.objects.create(experiment=make_experiment(algorithm="reinforce", env_id="HumanoidStandup-v5"),
+                                 seed=0, total_steps=1000, status="succeeded", eval_return_mean=1.0)
+    page = page_of(owner_client, unknown)
+    assert 'id="run-standing"' not in page and '<script id="run-baselines" type="application/json">[]</script>' in page
