@@ -13,6 +13,8 @@ one entry each, on the default queue (cpu); each app's tasks.py defines its own:
 - `rlweb.dispatch_runs` (experiments): queued runs go to free workers, fairly among users (scheduler.py; a
   launch, a resume and a worker's end dispatch at once, this is the safety net);
 - `rlweb.fail_stale_checkpoint_jobs` (experiments): checkpoint jobs left running by a vanished worker fail;
+- `rlweb.resend_alerts` (alerts, on the jobs queue): an alert delivery whose task was lost (the queue was down
+  when it was sent, its worker died) is sent again;
 - `rlweb.advance_sweeps` (sweeps): trials that ended are told to Optuna and the next ones start (a worker
   also does this as soon as a trial's run ends; this is the safety net);
 - `rlweb.advance_suites` (suites): a suite's tasks waiting for room under the user's limit of runs start, and a
@@ -36,6 +38,7 @@ LOST_RUN_REAP_SECONDS = 10.0
 DISPATCH_SECONDS = 5.0
 CHECKPOINT_JOB_CHORE_SECONDS = 10.0
 SWEEP_CHORE_SECONDS = 10.0
+ALERT_CHORE_SECONDS = 60.0
 
 
 def chore(task: str, seconds: float) -> dict:
@@ -48,4 +51,7 @@ app.conf.beat_schedule = {
     "fail-stale-checkpoint-jobs": chore("rlweb.fail_stale_checkpoint_jobs", CHECKPOINT_JOB_CHORE_SECONDS),
     "advance-sweeps": chore("rlweb.advance_sweeps", SWEEP_CHORE_SECONDS),
     "advance-suites": chore("rlweb.advance_suites", SWEEP_CHORE_SECONDS),
+    # on the jobs queue, whose worker sends the alerts: alert deliveries whose task was lost are sent again
+    "resend-alerts": {**chore("rlweb.resend_alerts", ALERT_CHORE_SECONDS),
+                      "options": {"expires": ALERT_CHORE_SECONDS, "queue": "jobs"}},
 }

@@ -4,7 +4,7 @@
 A try: claim the delivery (a conditional UPDATE on its status and lease, so of two copies of the task only one
 sends), send it, log the try (`DeliveryAttempt`: the status the webhook answered, or the error). A failed try is
 tried again after a back-off that doubles, ALERT_RETRY_SECONDS, 2x, 4x ... (at most ALERT_MAX_ATTEMPTS tries);
-then the delivery is `failed`. A webhook target on a private or loopback address (targets.py) is `refused`,
+then the delivery is `failed`. A periodic chore (`resend_lost`) sends again the tasks that were lost. A webhook target on a private or loopback address (targets.py) is `refused`,
 never tried again. A sent delivery is never sent again, however often its task comes.
 
 Webhooks: a JSON POST; `X-Rlweb-Signature: sha256=<hex>` is the HMAC-SHA256 of the body with the rule's secret,
@@ -41,6 +41,7 @@ TASK = "rlweb.deliver_alert"
 TIMEOUT_SECONDS = 10.0  # for the webhook's answer or the mail server's
 CLAIM = timedelta(seconds=60)  # a try holds its delivery this long (more than TIMEOUT_SECONDS); then another may
 MAX_BACKOFF_SECONDS = 3600.0
+LOST_AFTER = timedelta(minutes=10)  # a pending delivery this overdue lost its task: the chore sends it again
 SIGNATURE_HEADER = "X-Rlweb-Signature"
 Status = Delivery.Status
 
@@ -67,6 +68,20 @@ def send(delivery_id: int) -> bool:
         logger.warning("alert delivery %s: cannot reach the task queue (%s)", delivery_id, error)
         return False
     return True
+
+
+def resend_lost() -> int:
+    """The periodic chore's work: send again each pending delivery whose try is `LOST_AFTER` overdue and that no
+    task holds (its task never reached the queue, or its worker died with it). Returns how many. A copy that was
+    only late is harmless: the claim lets one try at a time, and a sent delivery is never sent again."""
+    now = timezone.now()
+    lost = Delivery.objects.filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now), status=Status.PENDING,
+                                   next_try_at__lt=now - LOST_AFTER)
+    sent = 0
+    for delivery_id in list(lost.values_list("pk", flat=True)[:100]):
+        if Delivery.objects.filter(pk=delivery_id, next_try_at__lt=now - LOST_AFTER).update(next_try_at=now):
+            sent += send(delivery_id)
+    return sent
 
 
 def backoff(tries: int) -> float:

@@ -16,6 +16,7 @@ import logging
 import math
 
 from django.db import DatabaseError, IntegrityError, transaction
+from django.utils import timezone
 from trainer.events import METRIC_KINDS, Sink
 
 from rlweb.alerts import delivery
@@ -50,8 +51,8 @@ def raise_alert(rule: AlertRule, run: Run, kind: str, subject: str, details: dic
     try:
         with transaction.atomic():
             alert = Alert.objects.create(rule=rule, run=run, kind=kind, subject=subject[:300], details=details)
-            deliveries = [Delivery.objects.create(alert=alert, channel=channel, target=target)
-                          for channel, target in channels]
+            deliveries = [Delivery.objects.create(alert=alert, channel=channel, target=target,
+                                                  next_try_at=timezone.now()) for channel, target in channels]
     except IntegrityError:
         return None  # raised before: a repeated state change, another attempt, a redelivered task
     for row in deliveries:

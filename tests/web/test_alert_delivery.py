@@ -6,11 +6,15 @@ The delivery task runs eagerly, in this process (a short back-off from the setti
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 from trainer.events import make_event
 
 from rlweb.alerts.delivery import deliver
 from rlweb.alerts.models import Alert, AlertRule, Delivery
+from rlweb.alerts.tasks import resend_alerts
 from rlweb.alerts.triggers import MetricAlerts
 from rlweb.celery import app
 from rlweb.experiments import lifecycle
@@ -140,3 +144,15 @@ def test_a_webhook_that_became_private_is_refused_at_send_time_with_why(
     delivery = Delivery.objects.get()
     assert (delivery.status, delivery.attempts, receiver.posts) == ("refused", 1, [])
     assert "127.0.0.1 is a loopback address" in delivery.tries.get().detail
+
+
+def test_a_delivery_whose_task_was_lost_is_sent_again_by_the_chore(owner, trained_run, receiver):
+    AlertRule.objects.create(owner=owner, on_end=["succeeded"], webhook_url=receiver.url)
+    lifecycle.announce_end(trained_run.pk)  # its task is never sent (the test's transaction never commits)
+    assert (Delivery.objects.get().status, receiver.posts) == ("pending", [])
+    assert resend_alerts() == 0  # not overdue yet: its task may only be late
+    Delivery.objects.update(next_try_at=timezone.now() - timedelta(minutes=11))
+    assert resend_alerts() == 1
+    assert (Delivery.objects.get().status, len(receiver.posts)) == ("sent", 1)
+    Delivery.objects.update(next_try_at=timezone.now() - timedelta(minutes=11))
+    assert resend_alerts() == 0 and len(receiver.posts) == 1  # sent: never again
