@@ -215,7 +215,8 @@ function baselineBands(metric) {
   if (!data.baselines?.length || !["eval/return_mean", "rollout/episode_return"].includes(metric.key)) return {};
   return {
     shapes: data.baselines.map((band) => ({type: "rect", xref: "paper", x0: 0, x1: 1, yref: "y", layer: "below",
-                                            y0: band.mean - band.std, y1: band.mean + band.std, line: {width: 0},
+                                            y0: band.mean - band.std, y1: band.mean + band.std,
+                                            line: band.std ? {width: 0} : {width: 1.5, dash: "dot", color: "rgba(110, 110, 110, 0.7)"},
                                             fillcolor: "rgba(110, 110, 110, 0.14)"})),
     annotations: data.baselines.map((band) => ({xref: "paper", x: 0.01, xanchor: "left", yref: "y", y: band.mean,
                                                  showarrow: false, font: {size: 10, color: "#555b6e"},

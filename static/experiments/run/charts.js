@@ -159,6 +159,23 @@ function markShapes() {
   };
 }
 
+// RL Zoo's published final score for this run's task and algorithm (_run_standing.html), a band (mean ± std) across
+// the return charts, its label saying after how many agent steps it was published.
+const baselines = JSON.parse(document.getElementById("run-baselines")?.textContent || "[]");
+
+function withBaselines(chart, marked) {
+  if (!baselines.length || !["eval/return_mean", "rollout/episode_return"].includes(chart.key)) return marked;
+  return {
+    shapes: [...marked.shapes, ...baselines.map((band) => ({
+      type: "rect", xref: "paper", x0: 0, x1: 1, yref: "y", y0: band.mean - band.std, y1: band.mean + band.std,
+      layer: "below", fillcolor: "rgba(110, 110, 110, 0.14)",
+      line: band.std ? {width: 0} : {width: 1.5, dash: "dot", color: "rgba(110, 110, 110, 0.7)"}}))],
+    annotations: [...marked.annotations, ...baselines.map((band) => ({
+      xref: "paper", x: 0.01, xanchor: "left", yref: "y", y: band.mean, showarrow: false,
+      font: {size: 10, color: "#555b6e"}, text: `${band.text} (${band.published_env_id}, ${band.x_note})`}))],
+  };
+}
+
 // Both axes' types are given (plotly would guess them from the data on every draw) and tick labels may reach past
 // the chart's edge (plotly would measure each one to hide those): a draw costs about a third less.
 function layout(chart) {
@@ -166,7 +183,7 @@ function layout(chart) {
   const flat = controls.logY ? undefined : flatRange([chart.extent]);
   const range = xRange(chart);
   return {
-    ...markShapes(),
+    ...withBaselines(chart, markShapes()),
     uirevision: controls.xAxis + controls.logY,  // zoom and pan survive new points, not a change of axis
     datarevision: revision,
     margin: {l: 56, r: 12, t: 6, b: 40},
