@@ -353,3 +353,8 @@ def test_statistics_across_tasks_show_rliables_aggregates_per_algorithm_and_rl_z
     page.locator("#statistics").scroll_into_view_if_needed()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.locator("#statistics").screenshot(path=str(SCREENSHOTS / "compare-statistics.png"))
+    page.goto(f"{base}/runs/{demo_runs[0]}/")  # a run's page: where it stands, and the band on its return chart
+    assert "; RL Zoo DQN: 500 ± 0" in page.inner_text("#run-standing-text")
+    chart = ".chart-card[data-metric='eval/return_mean'] .chart"
+    page.wait_for_function(f"document.querySelector(\"{chart}\")?.layout?.shapes?.length === 1")
+    page.locator(".chart-card[data-metric='eval/return_mean']").screenshot(path=str(SCREENSHOTS / "run-baseline.png"))
