@@ -1,14 +1,17 @@
-"""What the system metrics cost a run (trainer/system_metrics.py): CartPole DQN at its defaults, whole runs with
-sampling on and off, interleaved (on, off, off, on, ...: the order alternates each round), speeds in env steps per
-CPU second (one torch thread: CPU time is the run's own work, less disturbed by other processes than wall-clock
-time on a shared machine), and the median of the per-round ratios on / off. The issue's bound: under 1%.
+"""What the system metrics cost a run (trainer/system_metrics.py), on CartPole DQN at its defaults. The issue's
+bound: under 1% of env steps per second.
 
-Two pairs: as runs train (a sample every 5 s, the env-step timer on every step), and a stress pair with a `time`
-event every 0.2 s in both and a sample at every one of them (25 times as many samples), which bounds the cost of
-the sampling itself.
+1. Their parts, timed directly: one sample (psutil reads /proc; NVML where there are GPUs), and the work the time
+   split adds to every env step (a timer around the envs' step and three clock reads in the runner). With a run's
+   own speed (env steps per CPU second, sampling off) they give the share of its time they take.
+2. Whole runs with sampling on and off, interleaved (on, off, off, on, ...: the order alternates each round), in
+   env steps per CPU second (one torch thread: CPU time is the run's own work, less disturbed by other processes
+   than wall-clock time on a shared machine), and the median of the per-round ratios on / off. On a busy machine
+   two runs of the same code differ by several percent, more than the cost measured: the direct figure is the one
+   to read there.
 
-    python -m benchmarks system_metrics                     # 6 rounds of 12k env steps (about 5 minutes)
-    python -m benchmarks system_metrics --rounds=4 --steps=6000
+    python -m benchmarks system_metrics                     # 10 rounds of 4k env steps (about 3 minutes)
+    python -m benchmarks system_metrics --rounds=20 --steps=8000
 """
 
 from __future__ import annotations
@@ -44,33 +47,63 @@ def cpu_rate(steps: int, sample_seconds: float, time_event_seconds: float) -> tu
     return steps / (time.process_time() - started), sink.samples
 
 
-PAIRS = {"as runs train (sample every 5 s)": ((5.0, 2.0), (0, 2.0)),
-         "stress (time event and sample every 0.2 s)": ((0.2, 0.2), (0, 0.2))}
+def per_sample_seconds(samples: int = 200) -> float:
+    sampler = system_metrics.SystemSampler(interval=5)
+    started = time.process_time()
+    for _ in range(samples):
+        sampler.sample()
+    return (time.process_time() - started) / samples
+
+
+def per_step_seconds(steps: int = 200_000) -> float:
+    """What the time split adds to one env step of a DQN loop: the envs' step through its timer, and the runner's
+    laps in `advance` (two) and `record` (one, an update every step at most), less the bare call."""
+    def bare(actions):
+        return actions
+
+    phases = system_metrics.PhaseTimes()
+    timed = phases.timed_step(bare)
+    started = time.process_time()
+    for _ in range(steps):
+        timed(None)
+        phases.lap("env")
+        phases.lap("other")
+        phases.lap("update")
+    instrumented = time.process_time() - started
+    started = time.process_time()
+    for _ in range(steps):
+        bare(None)
+    return (instrumented - (time.process_time() - started)) / steps
 
 
 def main(options: list[str]) -> None:
     torch.set_num_threads(1)
-    rounds = next((int(o.split("=", 1)[1]) for o in options if o.startswith("--rounds=")), 6)
-    steps = next((int(o.split("=", 1)[1]) for o in options if o.startswith("--steps=")), 12_000)
+    rounds = next((int(o.split("=", 1)[1]) for o in options if o.startswith("--rounds=")), 10)
+    steps = next((int(o.split("=", 1)[1]) for o in options if o.startswith("--steps=")), 4_000)
     saved = os.environ.get(system_metrics.INTERVAL_VARIABLE), runner_module.TIME_EVENT_SECONDS
     try:
-        cpu_rate(steps // 4, 0, 2.0)  # warm up (imports, allocator, caches): the first timed run pays nothing more
-        for label, (on, off) in PAIRS.items():
-            rates = {"on": [], "off": []}
-            samples = []
-            for round_ in range(rounds):
-                for name in (("on", "off") if round_ % 2 == 0 else ("off", "on")):
-                    rate, count = cpu_rate(steps, *(on if name == "on" else off))
-                    rates[name].append(rate)
-                    if name == "on":
-                        samples.append(count)
-                print(f"{label} round {round_}: on {rates['on'][-1]:.0f}, off {rates['off'][-1]:.0f} env steps per "
-                      f"CPU second; {samples[-1]} samples", flush=True)
-            ratios = [a / b for a, b in zip(rates["on"], rates["off"])]
-            print(f"{label}, {steps} env steps, {rounds} interleaved rounds: median on {statistics.median(rates['on']):.0f}, "
-                  f"off {statistics.median(rates['off']):.0f} env steps per CPU second; on / off per round "
-                  f"{', '.join(f'{r:.3f}' for r in ratios)}; median {statistics.median(ratios):.3f} "
-                  f"({100 * (1 - statistics.median(ratios)):+.2f}% slower with sampling)", flush=True)
+        speed, _ = cpu_rate(steps, 0, 2.0)  # also the warm-up (imports, allocator, caches)
+        sample, step = per_sample_seconds(), per_step_seconds()
+        interval = system_metrics.INTERVAL_SECONDS
+        share = step * speed + sample / interval
+        print(f"one sample {sample * 1e6:.0f} us (every {interval:g} s: {100 * sample / interval:.4f}% of the time); "
+              f"the time split {step * 1e9:.0f} ns per env step, at {speed:.0f} env steps per CPU second "
+              f"{100 * step * speed:.3f}%; together {100 * share:.3f}% of a run's time", flush=True)
+        rates = {"on": [], "off": []}
+        samples = []
+        for round_ in range(rounds):
+            for name in (("on", "off") if round_ % 2 == 0 else ("off", "on")):
+                rate, count = cpu_rate(steps, interval if name == "on" else 0, 2.0)
+                rates[name].append(rate)
+                if name == "on":
+                    samples.append(count)
+            print(f"round {round_}: on {rates['on'][-1]:.0f}, off {rates['off'][-1]:.0f} env steps per CPU second; "
+                  f"{samples[-1]} samples", flush=True)
+        ratios = sorted(a / b for a, b in zip(rates["on"], rates["off"]))
+        print(f"whole runs, {steps} env steps, {rounds} interleaved rounds: median on {statistics.median(rates['on']):.0f}, "
+              f"off {statistics.median(rates['off']):.0f} env steps per CPU second; on / off per round from "
+              f"{ratios[0]:.3f} to {ratios[-1]:.3f}, median {statistics.median(ratios):.3f} "
+              f"({100 * (1 - statistics.median(ratios)):+.2f}% slower with sampling)", flush=True)
     finally:
         if saved[0] is None:
             os.environ.pop(system_metrics.INTERVAL_VARIABLE, None)

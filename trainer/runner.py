@@ -243,6 +243,8 @@ class Runner:
                     self._evaluate()     # the attempt before: the history gets it before training goes on
                 self.agent.train(self)
                 self._training_ended()
+                if self.system:  # every run that trained has a sample, also one shorter than the interval
+                    self.emit("time", self._system_sample(time.monotonic()))
             else:
                 self.stopped = self.agent.steps_done < self.end_step
             self._flush_train()
@@ -381,6 +383,9 @@ class Runner:
         self._next_time_event = now + TIME_EVENT_SECONDS
         values = {"time/steps_per_second": round(rate, 2), "time/progress": round(self.progress, 4)}
         if self.system and self.system.due(now):
-            values.update(self.system.sample(now))
-            values.update(self.phases.percents())
+            values.update(self._system_sample(now))
         self.emit("time", values)
+
+    def _system_sample(self, now: float) -> dict:
+        """The system metrics now, with the time split since the last sample (trainer/system_metrics.py)."""
+        return {**self.system.sample(now), **self.phases.percents()}
