@@ -261,16 +261,39 @@ function chartFor(metric) {
     chart.setAttribute("role", "img");
     chart.setAttribute("aria-label", `${metric.key} of the compared runs`);
     card.append(title, chart);
-    chartList.append(card);
+    if (metric.key.startsWith("system/")) systemGroup().querySelector(".compare-charts").append(card);
+    else chartList.insertBefore(card, document.getElementById("compare-system-group"));
   }
   chart.dataset.fileName = fileName(metric);
   return chart;
+}
+
+// The System group (trainer/system_metrics.py: CPU, memory, GPUs, where the training time went), after the other
+// charts and folded until opened; plotly sizes the charts drawn while it was folded when it opens.
+function systemGroup() {
+  let group = document.getElementById("compare-system-group");
+  if (!group) {
+    group = document.createElement("details");
+    group.id = "compare-system-group";
+    group.className = "chart-group";
+    const summary = document.createElement("summary");
+    summary.innerHTML = 'System <span class="muted">CPU, memory, GPUs and where the training time goes</span>';
+    const list = document.createElement("div");
+    list.className = "compare-charts";
+    group.append(summary, list);
+    group.addEventListener("toggle", () => {
+      if (group.open) list.querySelectorAll(".chart").forEach((element) => { if (element.data) Plotly.Plots.resize(element); });
+    });
+    chartList.append(group);
+  }
+  return group;
 }
 
 function draw() {
   const weight = Number(smoothingInput.value);
   const keys = new Set(data.metrics.map((metric) => metric.key));
   chartList.querySelectorAll(".chart-card").forEach((card) => { if (!keys.has(card.dataset.metric)) card.remove(); });
+  document.getElementById("compare-system-group")?.toggleAttribute("hidden", ![...keys].some((key) => key.startsWith("system/")));
   const drawn = data.metrics.map((metric) => {
     const traces = grouped() ? groupTraces(metric, weight) : runTraces(metric, weight);
     return Plotly.react(chartFor(metric), traces, layout(metric, traces), config(metric));

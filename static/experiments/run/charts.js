@@ -73,8 +73,9 @@ function chartFor(key) {
   element.setAttribute("role", "img");
   element.setAttribute("aria-label", `${key} against ${controls.xAxis === "step" ? "env steps" : "wall time"}`);
   card.append(title, element);
-  const after = [...chartList.children].find((other) => chartOrder(other.dataset.metric) > chartOrder(key));
-  chartList.insertBefore(card, after || null);
+  const list = key.startsWith("system/") ? systemList() : chartList;
+  const after = [...list.children].find((other) => chartOrder(other.dataset.metric) > chartOrder(key));
+  list.insertBefore(card, after || null);
   document.getElementById("charts-empty").hidden = true;
   // step, time, value (low, high: a band): the points to draw, in plotly's order; count: how many the metric has
   // (the history is downsampled); smoothed: the smoothed line of `value`, grown by `smoother`; extent: the
@@ -89,6 +90,29 @@ function chartFor(key) {
   element.chart = chart;
   observer.observe(element);
   return chart;
+}
+
+// The System group (trainer/system_metrics.py: CPU, memory, GPUs, where the training time went), below the main
+// charts and folded until opened. Plotly sizes a chart drawn while folded (at the run's end) when it is opened.
+function systemList() {
+  let group = document.getElementById("system-group");
+  if (!group) {
+    group = document.createElement("details");
+    group.id = "system-group";
+    group.className = "chart-group";
+    const summary = document.createElement("summary");
+    summary.innerHTML = 'System <span class="muted">CPU, memory, GPUs and where the training time goes, ' +
+                        "sampled every few seconds</span>";
+    const list = document.createElement("div");
+    list.id = "system-charts";
+    list.className = "charts";
+    group.append(summary, list);
+    group.addEventListener("toggle", () => {
+      if (group.open) list.querySelectorAll(".chart").forEach((element) => { if (element.data) Plotly.Plots.resize(element); });
+    });
+    chartList.after(group);
+  }
+  return group.querySelector("#system-charts");
 }
 
 // The smoothed line and the y extent, which live points extend one at a time (lib/smoothing.js).
