@@ -63,7 +63,7 @@ class SweepForm(forms.Form):
         label="Pruner warm-up", required=False, min_value=0,
         help_text="Env steps of a trial before the median pruner may stop it; blank: a third of the run. An RL "
                   "curve is flat early: too short a warm-up stops late learners.")
-    method = forms.ChoiceField(choices=Sweep.Method.choices, initial=Sweep.Method.OPTUNA,
+    method = forms.ChoiceField(choices=Sweep.Method.choices, initial=Sweep.Method.OPTUNA, required=False,
                                help_text="Population-based training trains its trials together as a population: at "
                                          "each ready point the worst copy the best's checkpoints and perturb their "
                                          "values. It searches only settings that can change while a run trains.")
@@ -173,7 +173,8 @@ class SweepForm(forms.Form):
                 self.add_error("sampler", f"The grid sampler needs lists of values, not ranges ({', '.join(ranges)}).")
             elif space:
                 cleaned["trials"] = grid_size(space)
-        if cleaned.get("method") == Sweep.Method.PBT:
+        cleaned["method"] = cleaned.get("method") or Sweep.Method.OPTUNA  # not posted: as before there was a choice
+        if cleaned["method"] == Sweep.Method.PBT:
             self.clean_pbt(cleaned, space)
         self.check_room(cleaned)
         cleaned["fixed"], cleaned["space"] = fixed, space
