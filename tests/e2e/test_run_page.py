@@ -137,6 +137,18 @@ def test_the_run_page_follows_a_run_live_and_its_controls_work(site, browser, tm
     page.wait_for_function("document.getElementById('run-page')?.dataset.ready === '1'")
     if drawn <= 512:  # under MAX_BUCKETS the history holds every point (history.py)
         assert page.evaluate(points(RETURNS)) == drawn
+    # the Environment card (drawn by the server, here after the run started): what made the run; its Copy button
+    # puts the command that trains it again on the clipboard
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site)
+    page.locator("#run-environment").scroll_into_view_if_needed()
+    command = page.evaluate("document.getElementById('repeat-command').textContent")
+    assert command.startswith("python -m trainer train ") and f"--total-steps {TOTAL_STEPS} " in command
+    page.click("#copy-command")
+    page.wait_for_function("document.getElementById('copy-command-status').textContent === 'Copied'")
+    assert page.evaluate("navigator.clipboard.readText()") == command
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#run-environment").screenshot(path=str(SCREENSHOTS / "run-environment.png"))
+    page.evaluate("window.scrollTo(0, 0)")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "run-page.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
