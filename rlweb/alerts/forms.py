@@ -29,7 +29,8 @@ class AlertRuleForm(forms.ModelForm):
                   "webhook_url"]
         labels = {"on_nan": "When a metric becomes NaN or infinite", "threshold_metric": "When the metric",
                   "threshold_direction": "", "threshold_value": "the threshold", "email": "Email to"}
-        help_texts = {"threshold_metric": "e.g. eval/return_mean; blank: no threshold alert",
+        help_texts = {"on_nan": "Once per run, at the first metric that is.",
+                      "threshold_metric": "e.g. eval/return_mean; blank: no threshold alert",
                       "threshold_value": "a number", "email": "Blank: no email."}
 
     def clean_threshold_metric(self) -> str:
