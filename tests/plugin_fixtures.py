@@ -4,9 +4,16 @@ in train (tests/trainer/test_plugins.py, tests/web/test_plugins.py)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from trainer import registry
+
+EXAMPLE = "rlweb-example-plugin"
+EXAMPLE_ENV = "rlweb-example/Corridor-v0"
 BROKEN_PACKAGE = "rlweb-broken-plugins"
 BROKEN_VERSION = "1.0.0"
 
@@ -75,3 +82,18 @@ def install_broken_plugins(folder: Path) -> Path:
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {BROKEN_PACKAGE}\nVersion: {BROKEN_VERSION}\n")
     (info / "entry_points.txt").write_text(textwrap.dedent(ENTRY_POINTS))
     return folder
+
+
+needs_example_plugin = pytest.mark.skipif(
+    not any(ep.name == "soft-dqn" for ep in importlib.metadata.entry_points(group=registry.ENTRY_POINT_GROUP)),
+    reason="the example plugin is not installed (pip install -e examples/plugin)")
+
+
+@pytest.fixture
+def broken_plugins(tmp_path, monkeypatch):
+    """The throwaway broken package on sys.path, the registry read again with it; read again without it after."""
+    monkeypatch.syspath_prepend(str(install_broken_plugins(tmp_path)))
+    registry.rediscover()
+    yield tmp_path
+    monkeypatch.undo()
+    registry.rediscover()

@@ -14,26 +14,14 @@ import zipfile
 import pytest
 
 import trainer
-from tests.plugin_fixtures import BROKEN_PACKAGE, install_broken_plugins
+from tests.plugin_fixtures import (BROKEN_PACKAGE, EXAMPLE, EXAMPLE_ENV, broken_plugins,  # noqa: F401 (a fixture)
+                                    needs_example_plugin)
 from trainer import registry
 from trainer.envs import check_env_id, known_env_ids, make_env
 
-EXAMPLE = "rlweb-example-plugin"
-EXAMPLE_ENV = "rlweb-example/Corridor-v0"
 TINY = {"learning_starts": 20, "batch_size": 8, "buffer_size": 200, "hidden_layers": "16"}
 
-pytestmark = pytest.mark.skipif(not any(ep.name == "soft-dqn" for ep in importlib.metadata.entry_points(
-    group=registry.ENTRY_POINT_GROUP)), reason="the example plugin is not installed (pip install -e examples/plugin)")
-
-
-@pytest.fixture
-def broken_plugins(tmp_path, monkeypatch):
-    """The throwaway broken package on sys.path, the registry read again with it; read again without it after."""
-    monkeypatch.syspath_prepend(str(install_broken_plugins(tmp_path)))
-    registry.rediscover()
-    yield tmp_path
-    monkeypatch.undo()
-    registry.rediscover()
+pytestmark = needs_example_plugin
 
 
 def broken_error(name: str) -> str:

@@ -11,34 +11,22 @@ import time
 import pytest
 import trainer
 from django.urls import reverse
-from trainer import registry
 
 from rlweb.experiments import workers
 from rlweb.experiments.models import Run
 from rlweb.experiments.tasks import train_run
-from tests.plugin_fixtures import BROKEN_PACKAGE, install_broken_plugins
+from tests.plugin_fixtures import (BROKEN_PACKAGE, EXAMPLE, EXAMPLE_ENV, broken_plugins,  # noqa: F401 (a fixture)
+                                    needs_example_plugin)
 from tests.web.api_helpers import owner_api  # noqa: F401  (a fixture)
 from tests.web.helpers import TINY_DQN, form_data
 
-EXAMPLE = "rlweb-example-plugin"
-EXAMPLE_ENV = "rlweb-example/Corridor-v0"
 TINY_SOFT_DQN = {"learning_starts": 20, "batch_size": 8, "buffer_size": 200, "hidden_layers": "16"}
 
-pytestmark = pytest.mark.skipif(not any(ep.name == "soft-dqn" for ep in importlib.metadata.entry_points(
-    group=registry.ENTRY_POINT_GROUP)), reason="the example plugin is not installed (pip install -e examples/plugin)")
+pytestmark = needs_example_plugin
 
 
 def example_version() -> str:
     return importlib.metadata.version(EXAMPLE)
-
-
-@pytest.fixture
-def broken_plugins(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(install_broken_plugins(tmp_path)))
-    registry.rediscover()
-    yield tmp_path
-    monkeypatch.undo()
-    registry.rediscover()
 
 
 def register_worker(node: str, queues: str, algorithms: dict | None = None, device: str = "cpu") -> None:
@@ -66,7 +54,8 @@ def test_the_form_offers_the_plugins_algorithm_with_its_fields_and_suggests_its_
     assert f'<option value="{EXAMPLE_ENV}">' in page
 
 
-def test_the_form_offers_only_algorithms_a_live_worker_of_the_queue_has(owner_client):
+def test_the_form_offers_only_algorithms_a_live_worker_of_the_queue_has(owner_client, settings):
+    settings.WORKER_TTL_SECONDS = 600  # the entries must outlive the test's requests on a loaded machine
     builtins_only = {name: f"rlweb {trainer.__version__}" for name in trainer.algorithm_names() if name != "soft-dqn"}
     register_worker("plain@test-host", "cpu", builtins_only)
     page = owner_client.get(reverse("experiment-new")).content.decode()
