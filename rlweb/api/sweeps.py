@@ -9,7 +9,7 @@ from ninja import Field, Router, Schema, Status
 from rlweb.api.form_input import form_data, raise_form_errors, refuse_unknown_hyperparameters
 from rlweb.api.schemas import Body
 from rlweb.projects import access
-from rlweb.sweeps import figures, study
+from rlweb.sweeps import figures, pbt, study
 from rlweb.sweeps.forms import SweepForm
 from rlweb.sweeps.models import Sweep
 from rlweb.sweeps.views import owned_sweep
@@ -40,6 +40,11 @@ class SweepIn(Body):
     parallel: int | None = None
     seeds_per_trial: int | None = None
     device: str | None = None
+    method: str | None = Field(None, description="optuna (default) or pbt: population-based training, whose "
+                                                 "population is `trials` (docs/sweeps.md).")
+    ready_interval: int | None = Field(None, description="pbt: env steps between the ready points.")
+    quantile: float | None = None
+    resample_probability: float | None = None
     project: int | None = Field(None, description="A project you own or edit (its members see it); none: private.")
 
 
@@ -62,6 +67,8 @@ class SweepOut(Schema):
     parallel: int
     seeds_per_trial: int
     device: str
+    method: str
+    ready_interval: int | None
     status: str
     created: datetime
     finished_at: datetime | None
@@ -77,7 +84,7 @@ class SweepDetail(SweepOut):
 
     @staticmethod
     def resolve_progress(sweep) -> dict:
-        return figures.page_data(sweep)
+        return pbt.page_data(sweep) if sweep.is_pbt else figures.page_data(sweep)
 
 
 @router.get("/sweeps", response=list[SweepOut])

@@ -20,6 +20,7 @@ from rlweb.experiments.models import Event, Experiment, Run
 from rlweb.experiments.tasks import train_run
 from rlweb.sweeps import pbt
 from rlweb.sweeps.models import PbtCopy, Sweep, Trial
+from tests.web.api_helpers import owner_api, stranger_api  # noqa: F401  (fixtures)
 from tests.web.helpers import TINY_DQN
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -187,3 +188,18 @@ def test_the_form_refuses_a_setting_that_cannot_change_while_a_run_trains(owner_
     errors = response.context["form"].errors
     assert "live" in errors["hp_buffer_size"][0]
     assert "multiple of the evaluation interval" in errors["ready_interval"][0]
+
+
+def test_the_api_starts_a_population_with_the_forms_checks(owner, owner_api, stranger_api):
+    body = {"name": "pbt", "algorithm": "dqn", "env_id": "CartPole-v1", "total_steps": 400, "eval_interval": 200,
+            "eval_episodes": 1, "trials": 4, "device": "cpu", "method": "pbt", "ready_interval": 200,
+            "hyperparameters": {"learning_rate": "1e-4:1e-2:log", "learning_starts": 50, "buffer_size": 1000}}
+    refused = owner_api.post_json("/api/sweeps", {**body, "hyperparameters": {"buffer_size": "1000:5000"}})
+    assert refused.status_code == 422
+    assert ["body", "hyperparameters", "buffer_size"] in [error["loc"] for error in refused.json()["detail"]]
+    response = owner_api.post_json("/api/sweeps", body)
+    assert response.status_code == 201, response.content
+    detail = response.json()
+    assert detail["method"] == "pbt" and detail["parallel"] == 4 and detail["progress"]["copies"] == []
+    assert Run.objects.filter(experiment__sweep_trial__sweep_id=detail["id"], status="queued").count() == 4
+    assert stranger_api.get(f"/api/sweeps/{detail['id']}").status_code == 404
