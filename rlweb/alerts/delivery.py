@@ -4,8 +4,9 @@
 A try: claim the delivery (a conditional UPDATE on its status and lease, so of two copies of the task only one
 sends), send it, log the try (`DeliveryAttempt`: the status the webhook answered, or the error). A failed try is
 tried again after a back-off that doubles, ALERT_RETRY_SECONDS, 2x, 4x ... (at most ALERT_MAX_ATTEMPTS tries);
-then the delivery is `failed`. A periodic chore (`resend_lost`) sends again the tasks that were lost. A webhook target on a private or loopback address (targets.py) is `refused`,
-never tried again. A sent delivery is never sent again, however often its task comes.
+then the delivery is `failed`. A periodic chore (`resend_lost`) sends again the tasks that were lost. A webhook
+target on a private or loopback address (targets.py) is `refused`, never tried again. A sent delivery is never
+sent again, however often its task comes.
 
 Webhooks: a JSON POST; `X-Rlweb-Signature: sha256=<hex>` is the HMAC-SHA256 of the body with the rule's secret,
 `X-Rlweb-Delivery` the delivery id (the same on every try), `X-Rlweb-Event` the alert's kind. Redirects are not
