@@ -138,9 +138,16 @@ def deliver(delivery_id: int) -> float | None:
 
 
 def try_once(delivery: Delivery) -> tuple[int | None, str]:
-    if delivery.channel == Delivery.Channel.EMAIL:
-        return send_email(delivery)
-    return post_webhook(delivery)
+    """Send it once: (the webhook's status, what the log says); TryFailed or TargetRefused say why not."""
+    try:
+        if delivery.channel == Delivery.Channel.EMAIL:
+            return send_email(delivery)
+        return post_webhook(delivery)
+    except (TryFailed, targets.TargetRefused):
+        raise
+    except Exception as error:  # a misconfigured mail backend, say: logged as a failed try, tried again
+        logger.exception("alert delivery %s failed", delivery.pk)
+        raise TryFailed(f"{type(error).__name__}: {error}") from None
 
 
 def send_email(delivery: Delivery) -> tuple[None, str]:

@@ -50,7 +50,8 @@ def raise_alert(rule: AlertRule, run: Run, kind: str, subject: str, details: dic
         return None
     try:
         with transaction.atomic():
-            alert = Alert.objects.create(rule=rule, run=run, kind=kind, subject=subject[:300], details=details)
+            alert = Alert.objects.create(rule=rule, run=run, kind=kind, subject=" ".join(subject.split())[:300],
+                                         details=details)
             deliveries = [Delivery.objects.create(alert=alert, channel=channel, target=target,
                                                   next_try_at=timezone.now()) for channel, target in channels]
     except IntegrityError:

@@ -21,7 +21,7 @@ from rlweb.experiments import lifecycle
 from rlweb.experiments.models import Event
 from rlweb.experiments.sink import worker_sink
 from rlweb.experiments.tasks import train_run
-from tests.web.alert_helpers import Receiver, SmtpServer, signed_by
+from tests.web.alert_helpers import Receiver, SmtpServer, free_port, signed_by
 
 EMAIL = "owner@example.org"
 
@@ -156,3 +156,18 @@ def test_a_delivery_whose_task_was_lost_is_sent_again_by_the_chore(owner, traine
     assert (Delivery.objects.get().status, len(receiver.posts)) == ("sent", 1)
     Delivery.objects.update(next_try_at=timezone.now() - timedelta(minutes=11))
     assert resend_alerts() == 0 and len(receiver.posts) == 1  # sent: never again
+
+
+def test_a_mail_server_that_does_not_answer_fails_each_try_until_the_last(
+        owner, trained_run, settings, django_capture_on_commit_callbacks):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", free_port()  # nothing listens there
+    settings.ALERT_MAX_ATTEMPTS = 2
+    type(trained_run.experiment).objects.filter(pk=trained_run.experiment_id).update(name="two\nlines")
+    AlertRule.objects.create(owner=owner, on_end=["succeeded"], email=EMAIL)
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.announce_end(trained_run.pk)
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.attempts) == ("failed", 2)
+    assert "ConnectionRefusedError" in delivery.tries.get(number=1).detail
+    assert delivery.alert.subject.startswith("two lines (seed 0")  # one line: a header cannot be split
