@@ -104,6 +104,15 @@ def test_the_run_page_follows_a_run_live_and_its_controls_work(site, browser, tm
         const raw = (card.querySelector('.chart').data || []).find((trace) => trace.name === 'raw');
         return !raw || raw.x.length === 0; }).map((card) => card.dataset.metric)"""
     page.wait_for_function(f"({undrawn}).length === 0", timeout=10_000)
+    # the System group (trainer/system_metrics.py): folded below the main charts, sized to the page when opened
+    assert page.inner_text("#system-group > summary").startswith("System")
+    assert page.locator('#charts [data-metric^="system/"]').count() == 0
+    page.click("#system-group > summary")
+    system_chart = "document.querySelector('#system-charts [data-metric=\"system/rss_mb\"] .chart')"
+    page.wait_for_function(f"Math.abs({system_chart}.querySelector('.main-svg').getBoundingClientRect().width - "
+                           f"{system_chart}.clientWidth) < 3")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#system-group").screenshot(path=str(SCREENSHOTS / "run-system-metrics.png"))
     assert page.inner_text("#run-finished") == "just now" and page.inner_text("#run-duration").endswith(" s")
     page.wait_for_function("document.querySelectorAll('#video-list video').length === 3")
     captions = page.eval_on_selector_all("#video-list figcaption", "(all) => all.map((item) => item.textContent)")
