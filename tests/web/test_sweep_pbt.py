@@ -203,3 +203,17 @@ def test_the_api_starts_a_population_with_the_forms_checks(owner, owner_api, str
     assert detail["method"] == "pbt" and detail["parallel"] == 4 and detail["progress"]["copies"] == []
     assert Run.objects.filter(experiment__sweep_trial__sweep_id=detail["id"], status="queued").count() == 4
     assert stranger_api.get(f"/api/sweeps/{detail['id']}").status_code == 404
+
+
+def test_a_cancelled_population_resumes_no_member_waiting_at_a_ready_point(owner_client):
+    sweep = start(owner_client)
+    waiting = sweep.trial_set.get(number=0)
+    Run.objects.filter(experiment=waiting.experiment).update(status=Run.Status.CANCELLED, steps_done=200)
+    Trial.objects.filter(pk=waiting.pk).update(ready_step=200)
+    assert owner_client.post(reverse("sweep-cancel", args=[sweep.pk])).status_code == 302
+    sweep.refresh_from_db()
+    assert sweep.status == Sweep.Status.CANCELLED
+    assert not Run.objects.filter(status__in=Run.ACTIVE).exists()
+    trials = list(sweep.trial_set.order_by("number"))
+    assert [trial.state for trial in trials] == ["failed"] * 4
+    assert trials[0].reason == "the sweep was cancelled" and trials[0].steps == 200
