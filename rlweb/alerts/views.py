@@ -46,7 +46,9 @@ def edit_rule(request, rule: AlertRule, template: str, context: dict):
 def alert_settings(request):
     rule = AlertRule.objects.filter(owner=request.user, experiment__isnull=True).first() or AlertRule(
         owner=request.user, email=request.user.email)
-    overrides = AlertRule.objects.filter(owner=request.user, experiment__isnull=False).select_related("experiment")
+    overrides = AlertRule.objects.filter(  # not those of experiments they see no more (they left the project)
+        owner=request.user, experiment__in=Experiment.objects.filter(access.visible(request.user))).select_related(
+        "experiment")
     return edit_rule(request, rule, "alerts/settings.html", {
         "overrides": overrides, "deliveries": delivery_log(request.user)})
 

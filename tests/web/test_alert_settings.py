@@ -10,6 +10,7 @@ import pytest
 from rlweb.alerts import targets
 from rlweb.alerts.models import Alert, AlertRule
 from rlweb.alerts.triggers import alert_run_ended, rules_for
+from rlweb.experiments.models import Experiment
 from rlweb.projects.models import Membership, Project
 from tests.web.helpers import PASSWORD
 
@@ -126,5 +127,8 @@ def test_a_projects_viewer_may_have_alerts_for_a_shared_experiment(owner, make_e
     experiment.save(update_fields=["project"])
     assert client.post(experiment_url(experiment), {"on_end": ["failed"], "email": "v@example.org"}).status_code == 302
     assert [rule.owner for rule in rules_for(experiment)] == [viewer]
-    Membership.objects.filter(user=viewer).delete()  # out of the project: told nothing more
+    Experiment.objects.filter(pk=experiment.pk).update(name="secret-plan")
+    assert b"secret-plan" in client.get(SETTINGS_URL).content  # listed among the viewer's own alerts
+    Membership.objects.filter(user=viewer).delete()  # out of the project: told nothing more, shown nothing more
     assert rules_for(experiment) == []
+    assert b"secret-plan" not in client.get(SETTINGS_URL).content
