@@ -7,6 +7,7 @@ import pytest
 import torch
 import trainer
 from trainer.actor_critic import ObservationUploader, reported
+from trainer.events import ListSink
 
 
 def trained(algorithm: str, device_rollouts: bool, env_id: str = "ALE/Pong-v5", steps: int = 64, **settings):
@@ -55,3 +56,18 @@ def test_observations_reach_the_device_as_they_are_and_metrics_are_floats_on_a_c
     uploaded = ObservationUploader(torch.device("cpu"))(observations)
     assert uploaded.dtype == torch.uint8 and np.array_equal(uploaded.numpy(), observations)
     assert reported(torch.tensor(1.5, requires_grad=True) * 2) == 3.0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the device machine)")
+@pytest.mark.parametrize("algorithm, settings", [
+    ("ppo", dict(num_envs=2, n_steps=8, batch_size=8, n_epochs=2)),
+    ("a2c", dict(num_envs=2, n_steps=4)),
+])
+def test_on_a_gpu_rollouts_stay_there_as_uint8_and_metrics_are_read_at_reports(algorithm, settings):
+    agent = trainer.make(algorithm, "ALE/Pong-v5", seed=0, device="cuda", preset="auto", **settings)
+    buffer = agent.new_buffer(4, 2)
+    assert buffer.obs_on_device and buffer.obs.device.type == "cuda" and buffer.obs.dtype == torch.uint8
+    sink = ListSink()
+    agent.learn(64, sink=sink, eval_episodes=0, log_interval=32)
+    losses = [event["values"]["train/loss"] for event in sink.events if event["kind"] == "train"]
+    assert losses and all(isinstance(loss, float) and np.isfinite(loss) for loss in losses)
