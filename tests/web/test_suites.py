@@ -14,11 +14,11 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from rlweb.experiments import lifecycle
+from rlweb.experiments import lifecycle, redis_keys
 from rlweb.experiments.models import Experiment, Run
 from rlweb.projects.models import Membership, Project
 from rlweb.scores.aggregates import aggregate_scores
-from rlweb.suites import report
+from rlweb.suites import report, tasks
 from rlweb.suites.forms import ENV_LISTS
 from rlweb.suites.models import Suite
 from tests.web.helpers import PASSWORD
@@ -190,6 +190,18 @@ def test_the_aggregates_are_cached_per_score_matrix(scored_suite, owner_client, 
     owner_client.get(reverse("suite-data", args=[scored_suite.pk]))
     monkeypatch.setattr(report, "aggregate_scores", lambda *args: pytest.fail("bootstrapped again"))
     assert owner_client.get(reverse("suite-data", args=[scored_suite.pk])).json()["aggregates"]["ready"]
+
+
+def test_a_large_suite_is_bootstrapped_off_the_request_and_found_ready_after(scored_suite, owner_client, monkeypatch):
+    monkeypatch.setattr(report, "INLINE_DRAWS", 0)  # as a suite of 5 x 10 x 10 runs would be (1.5 s in a request)
+    url = reverse("suite-data", args=[scored_suite.pk])
+    waiting = owner_client.get(url).json()["aggregates"]
+    assert not waiting["ready"] and "algorithms" not in waiting
+    assert redis_keys.redis_client().exists(tasks.pending_key(scored_suite.pk, "final"))  # sent once, to a worker
+    tasks.suite_aggregates(scored_suite.pk, "final")  # what the worker runs
+    assert not redis_keys.redis_client().exists(tasks.pending_key(scored_suite.pk, "final"))
+    ready = owner_client.get(url).json()["aggregates"]
+    assert ready["ready"] and set(ready["algorithms"]) == {"dqn", "ppo"}
 
 
 def test_the_scores_csv_has_one_row_per_run(scored_suite, owner_client):
