@@ -175,17 +175,26 @@ def curve_grid(members: dict) -> np.ndarray | None:
 
 def compute(inputs: dict) -> dict:
     """The statistics of collect()'s inputs: aggregates, probability of improvement, profiles and curves."""
+    *_, result = compute_in_stages(inputs)
+    return result
+
+
+def compute_in_stages(inputs: dict):
+    """compute(), yielding first the table (aggregates and probability of improvement, "partial"), then the whole."""
     from rlweb.scores import aggregates  # scipy and rliable: imported where the statistics are computed only
 
     scores, members, tasks_of, notes = matrices(inputs["groups"])
     result = {"groups": list(scores), "tasks": tasks_of, "runs": {label: len(matrix) for label, matrix in scores.items()},
               "normalised": inputs["normalised"], "notes": inputs["notes"] + notes,
               "references": inputs["references"], "options": inputs["options"], "reps": inputs["reps"],
-              "curve_reps": inputs["curve_reps"]}
+              "curve_reps": inputs["curve_reps"], "aggregates": {}, "improvement": None, "profiles": {},
+              "efficiency": None}
     if not scores:
-        return {**result, "aggregates": {}, "improvement": None, "profiles": {}, "efficiency": None}
+        yield {**result, "state": "done"}
+        return
     result["aggregates"] = aggregates.aggregate_scores(scores, reps=inputs["reps"], seed=inputs["seed"])
     result["improvement"] = improvement(scores, tasks_of, inputs)
+    yield {**result, "state": "partial"}
     every = np.concatenate([matrix.ravel() for matrix in scores.values()])
     low, high = min(0.0, float(every.min())), float(every.max())
     taus = np.linspace(low, high if high > low else low + 1, PROFILE_POINTS)
@@ -194,11 +203,9 @@ def compute(inputs: dict) -> dict:
     if grid is not None:
         curves = {label: np.array([[np.interp(grid, *zip(*chosen[task][i]["curve"])) for task in tasks_of[label]]
                                    for i in range(len(scores[label]))]) for label, chosen in members.items()}
-        result["efficiency"] = {"steps": grid.tolist(), **{"groups": aggregates.sample_efficiency(
-            curves, reps=inputs["curve_reps"], seed=inputs["seed"])}}
-    else:
-        result["efficiency"] = None
-    return result
+        result["efficiency"] = {"steps": grid.tolist(), "groups": aggregates.sample_efficiency(
+            curves, reps=inputs["curve_reps"], seed=inputs["seed"])}
+    yield {**result, "state": "done"}
 
 
 def improvement(scores: dict, tasks_of: dict, inputs: dict) -> dict | None:
@@ -223,17 +230,19 @@ def improvement(scores: dict, tasks_of: dict, inputs: dict) -> dict | None:
 # --- off the request path, cached ----------------------------------------------------------------------
 
 def compute_and_store(key: str) -> str:
-    """The worker's (or thread's) side: compute the input stored under key and store the result. Returns a status."""
+    """The worker's (or thread's) side: compute the input stored under key and store the result, the table first
+    (state "partial", while the curves are computed), then the whole. Returns the last state."""
     client = redis_client()
     raw = client.get(f"{key}:input")
     if raw is None:
         return "gone"
     try:
-        result = {"state": "done", **compute(json.loads(raw))}
+        for result in compute_in_stages(json.loads(raw)):
+            client.set(key, json.dumps(result), ex=RESULT_SECONDS if result["state"] == "done" else PENDING_SECONDS)
     except Exception as error:  # noqa: BLE001  (said on the page rather than left pending)
         logger.exception("compare statistics %s failed", key)
         result = {"state": "failed", "error": f"The statistics could not be computed: {error}"}
-    client.set(key, json.dumps(result), ex=RESULT_SECONDS)
+        client.set(key, json.dumps(result), ex=PENDING_SECONDS)
     client.delete(f"{key}:pending")
     return result["state"]
 
@@ -256,15 +265,19 @@ def start(key: str, inputs: dict) -> None:
 
 
 def statistics(runs: list[Run], options: StatsOptions) -> dict:
-    """The cached result for this selection, or {"state": "pending"} after starting its computation."""
+    """The cached result for this selection ("done"), the table of one still being computed ("partial"), or
+    {"state": "pending"} after starting its computation. A failed one is kept a short while, then tried again."""
     inputs = collect(runs, options)
     if not inputs["groups"]:  # nothing to draw: nothing to compute either
-        return {"state": "done", **compute(inputs)}
+        return compute(inputs)
     key = cache_key(inputs)
-    cached = redis_client().get(key)
+    client = redis_client()
+    cached = client.get(key)
     if cached is not None:
-        return {**json.loads(cached), "cached": True}
-    start(key, inputs)
+        result = json.loads(cached)
+        if result["state"] != "partial" or client.exists(f"{key}:pending"):
+            return {**result, "cached": result["state"] == "done"}
+    start(key, inputs)  # not computed, or its computation stopped half-way
     return {"state": "pending", "groups": sorted(inputs["groups"])}
 
 

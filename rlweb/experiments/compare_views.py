@@ -91,7 +91,7 @@ def compare_statistics(request):
     except compare.SelectionError as error:
         return JsonResponse({"error": str(error)}, status=400)
     result = compare_stats.statistics(runs, options)
-    return JsonResponse(result, status=202 if result["state"] == "pending" else 200)
+    return JsonResponse(result, status=202 if result["state"] in ("pending", "partial") else 200)
 
 
 def compare_stream(request):

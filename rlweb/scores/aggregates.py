@@ -101,9 +101,13 @@ def probability_of_improvement(x: np.ndarray, y: np.ndarray, reps: int = 2000,
     chunk = max(1, DRAWS_PER_CHUNK // (x.shape[0] * y.shape[0] * x.shape[1]))
     for start in range(0, reps, chunk):
         size = min(chunk, reps - start)
-        drawn = [(rng.choice(x.shape[0], x.shape), rng.choice(y.shape[0], y.shape)) for _ in range(size)]
-        xs = np.stack([x[dx, tasks] for dx, _ in drawn])  # size x nx x tasks
-        ys = np.stack([y[dy, tasks] for _, dy in drawn])
+        if x.shape == y.shape:  # x's draws then y's, per resample, from one range: one call draws them all
+            drawn = rng.choice(x.shape[0], (size, 2, *x.shape))
+            xs, ys = x[drawn[:, 0], tasks], y[drawn[:, 1], tasks]  # size x runs x tasks
+        else:
+            drawn = [(rng.choice(x.shape[0], x.shape), rng.choice(y.shape[0], y.shape)) for _ in range(size)]
+            xs = np.stack([x[dx, tasks] for dx, _ in drawn])
+            ys = np.stack([y[dy, tasks] for _, dy in drawn])
         wins = (xs[:, :, None, :] > ys[:, None, :, :]).mean(axis=(1, 2))
         ties = (xs[:, :, None, :] == ys[:, None, :, :]).mean(axis=(1, 2))
         values[start:start + size] = (wins + 0.5 * ties).mean(axis=1)

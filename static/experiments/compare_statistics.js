@@ -41,7 +41,9 @@ async function load(delay = 400) {
   const answer = await response.json().catch(() => null);
   if (mine !== request) return;
   if (response.status === 202) {  // under way: ask again, a little later each time
-    statusLine.textContent = `Computing the bootstrap intervals for ${answer.groups.length} group${answer.groups.length === 1 ? "" : "s"}…`;
+    if (answer.state === "partial") drawTable(answer);  // the table is there; the charts are still computed
+    statusLine.textContent = answer.state === "partial" ? "Computing the performance profiles and sample-efficiency curves…"
+      : `Computing the bootstrap intervals for ${answer.groups.length} group${answer.groups.length === 1 ? "" : "s"}…`;
     timer = setTimeout(() => load(Math.min(2 * delay, 3000)), delay);
     return;
   }
@@ -75,6 +77,14 @@ function draw(result) {
   statusLine.textContent = groups.length
     ? `${groups.length} group${groups.length === 1 ? "" : "s"} · ${scale}s · ${result.reps.toLocaleString()} bootstrap draws${result.cached ? " · from the cache" : ""}`
     : "No runs with a score to aggregate.";
+  drawTable(result);
+  drawProfiles(result, scale);
+  drawEfficiency(result, scale);
+  section.dataset.ready = "1";  // browser tests wait for this
+}
+
+function drawTable(result) {
+  const groups = result.groups;
   table.hidden = !groups.length;
   table.tBodies[0].replaceChildren(...groups.map((group, index) => {
     const row = document.createElement("tr");
@@ -102,10 +112,7 @@ function draw(result) {
       ? `P(${improvement.x} > ${improvement.y}) = ${improvement.value[0].toFixed(2)} [${improvement.value[1].toFixed(2)}, ${improvement.value[2].toFixed(2)}] over ${improvement.tasks.length} task${improvement.tasks.length === 1 ? "" : "s"}: the probability that a run of ${improvement.x} beats one of ${improvement.y} on a task, averaged over tasks.`
       : `${improvement.x} and ${improvement.y} share no task: no probability of improvement.`;
   }
-  drawProfiles(result, scale);
-  drawEfficiency(result, scale);
   notes.replaceChildren(...result.notes.map((text) => Object.assign(document.createElement("li"), {textContent: text})));
-  section.dataset.ready = "1";  // browser tests wait for this
 }
 
 function bandTraces(x, series, index, name) {

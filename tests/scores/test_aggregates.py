@@ -53,6 +53,15 @@ def test_probability_of_improvement_equals_rliables():
     assert 0.5 < ours[0] <= 1
 
 
+def test_probability_of_improvement_with_as_many_runs_each_equals_rliables():
+    ppo, dqn = score_matrices()["ppo"][:3], score_matrices()["dqn"]
+    ours = aggregates.probability_of_improvement(ppo, dqn, reps=REPS, seed=6)
+    np.random.seed(6)
+    points, intervals = library.get_interval_estimates(
+        {"pair": [ppo, dqn]}, lambda x, y: np.array([metrics.probability_of_improvement(x, y)]), reps=REPS)
+    assert ours == pytest.approx((points["pair"][0], intervals["pair"][0, 0], intervals["pair"][1, 0]), abs=1e-12)
+
+
 def test_performance_profiles_equal_rliables():
     taus = np.linspace(0, 2, 11)
     ours = aggregates.performance_profiles(score_matrices(), taus, reps=REPS, seed=4)

@@ -130,3 +130,10 @@ def test_the_compare_page_offers_the_statistics_and_the_published_baseline(owner
     page = owner_client.get(PAGE, {"runs": ",".join(str(run.pk) for run in suite[:3])}).content.decode()
     assert 'id="statistics"' in page and STATS in page
     assert "RL Zoo DQN" in page and "500 ± 0" in page
+
+
+def test_the_table_is_stored_before_the_curves_are_computed(suite):
+    stages = list(compare_stats.compute_in_stages(compare_stats.collect(suite, compare_stats.StatsOptions())))
+    assert [stage["state"] for stage in stages] == ["partial", "done"]
+    assert stages[0]["aggregates"] == stages[1]["aggregates"] and stages[0]["improvement"] == stages[1]["improvement"]
+    assert stages[0]["efficiency"] is None and stages[1]["efficiency"] is not None
