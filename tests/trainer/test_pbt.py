@@ -13,7 +13,8 @@ from trainer.sweep import Dimension
 
 LEARNING_RATE = Dimension("learning_rate", float, low=1e-4, high=1e-2, log=True)
 TINY = ["--param", "learning_starts=50", "--param", "batch_size=16", "--param", "buffer_size=1000",
-        "--param", "hidden_layers=32,32", "--param", "train_frequency=4", "--param", "target_update_interval=50"]
+        "--param", "hidden_layers=32,32", "--param", "train_frequency=4", "--param", "target_update_interval=50",
+        "--param", "gradient_steps=1", "--preset", "none"]
 
 
 def test_the_bottom_quarter_copies_one_of_the_top_quarter():
@@ -64,3 +65,28 @@ def test_the_command_line_refuses_a_setting_that_cannot_change_live(capsys):
     assert main(["sweep", "dqn", "CartPole-v1", "--method", "pbt", "--total-steps", "100",
                  "--param", "buffer_size=1000:5000"]) == 2
     assert "buffer_size" in capsys.readouterr().err
+
+
+def test_a_copy_takes_the_donors_weights_and_step_keeps_its_seed_and_goes_on_with_explored_values(tmp_path):
+    import torch
+
+    import trainer
+
+    config = pbt.PbtConfig("dqn", "CartPole-v1", [LEARNING_RATE], total_steps=400, ready_interval=100,
+                           population=2, resample_probability=0.0, folder=tmp_path)
+    tiny = {"hidden_layers": "32,32", "buffer_size": 1000, "learning_starts": 50}
+    members = [pbt.Member(number, trainer.make("dqn", "CartPole-v1", seed=number, device="cpu", learning_rate=rate,
+                                               **tiny), {"learning_rate": rate})
+               for number, rate in ((0, 1e-3), (1, 5e-3))]
+    members[1].agent.steps_done = 100
+    copy = pbt.copy_member(members[0], members[1], config, random.Random(0))
+    agent = members[0].agent
+    assert (copy.member, copy.donor, copy.step) == (0, 1, 100) and agent.steps_done == 100 and agent.seed == 0
+    assert copy.old == {"learning_rate": 1e-3} and round(copy.new["learning_rate"] / 5e-3, 6) in (0.8, 1.2)
+    assert agent.config.learning_rate == copy.new["learning_rate"]
+    assert all(group["lr"] == copy.new["learning_rate"] for optimizer in agent.optimizers.values()
+               for group in optimizer.param_groups)
+    for name, module in agent.modules.items():
+        for mine, theirs in zip(module.parameters(), members[1].agent.modules[name].parameters()):
+            assert torch.equal(mine, theirs)
+    assert members[0].schedule[-1] == (100, copy.new)
