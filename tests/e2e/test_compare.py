@@ -314,6 +314,9 @@ def test_when_the_live_run_ends_the_page_says_so_and_shows_the_video_it_recorded
                                  "video.onloadedmetadata = () => resolve(video.duration); video.load(); })") > 0
     assert page.locator("#video-grid figure").count() == 1
     assert page.inner_text("#video-missing") == f"No video from {', '.join(f'#{run}' for run in picked[1])}."
+    # the real run's system metrics (trainer/system_metrics.py) in their own folded group, after the other charts
+    assert page.inner_text("#compare-system-group > summary").startswith("System")
+    assert page.locator('#compare-system-group [data-metric="system/rss_mb"]').count() == 1
 
 
 def test_screenshots_of_the_comparison_at_desktop_and_phone_widths(page, demo_site, real_run, picked):
