@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--out", type=Path, required=True, help="folder for checkpoints and events.jsonl")
     train.add_argument("--device", default="auto", help="auto, cpu or cuda")
     train.add_argument("--eval-interval", type=int, default=0, help="env steps between evaluations (0: only at the end)")
-    train.add_argument("--eval-episodes", type=int, default=10)
+    train.add_argument("--eval-episodes", type=int, default=10, help="episodes per evaluation (0: no evaluation)")
     train.add_argument("--checkpoint-interval", type=int, default=0, help="env steps between checkpoints (0: final only)")
     train.add_argument("--video-interval", type=int, default=0,
                        help="env steps between recorded episodes, written as DIR/video_step_N.mp4 (0: none)")
@@ -167,7 +167,7 @@ def _train(args) -> int:
     errors = interval_errors(args.total_steps, args.checkpoint_interval, args.video_interval)
     if errors:
         raise ValueError("; ".join(f"--{name.replace('_', '-')} {message}" for name, message in errors.items()))
-    _check_range("eval-episodes", args.eval_episodes, 1, MAX_EPISODES)
+    _check_range("eval-episodes", args.eval_episodes, 0, MAX_EPISODES)  # 0, as the web form allows: none
     _check_range("threads", args.threads, 1, 1024)
     _check_range("nodes", args.nodes, 1, 1024)
     if args.nodes > 1 and not (args.rdzv_endpoint and args.rdzv_id):

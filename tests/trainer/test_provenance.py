@@ -2,6 +2,7 @@
 machine, the checkpoint that carries the record, and the repeat command, which trains the same run again."""
 
 import importlib.metadata
+import json
 import shlex
 import subprocess
 
@@ -101,3 +102,14 @@ def test_the_repeat_command_trains_the_same_weights_and_the_checkpoint_carries_t
     assert again["environment"]["command"] == shlex.join(words)  # the CLI records its own, the same command
     assert again_weights.keys() == first_weights.keys()
     assert all(torch.equal(again_weights[name], first_weights[name]) for name in first_weights)
+
+
+def test_a_run_without_evaluations_repeats_too(tmp_path):
+    """The web form allows 0 evaluation episodes (no evaluation): the command says so, and the CLI takes it."""
+    agent = trainer.make("dqn", "CartPole-v1", seed=2, device="cpu", **TINY)
+    command = provenance.collect(agent, total_steps=100, out=tmp_path, eval_episodes=0)["command"]
+    assert cli.main(shlex.split(command)[3:]) == 0
+    config, _ = read_checkpoint(tmp_path / "final.zip")
+    assert config["step"] == 100 and config["hyperparameters"] == agent.hyperparameters()
+    kinds = {json.loads(line)["kind"] for line in (tmp_path / "events.jsonl").read_text().splitlines()}
+    assert "finished" in kinds and "eval" not in kinds
