@@ -105,3 +105,16 @@ def cancel(suite: Suite) -> int:
         status=Suite.Status.CANCELLED, finished_at=timezone.now())
     runs = Run.objects.filter(experiment__suite_task__suite=suite, status__in=Run.ACTIVE).select_related("experiment")
     return sum(lifecycle.cancel(run) != "ended" for run in runs)
+
+
+def delete(suite: Suite) -> int:
+    """Delete an ended suite with its tasks' experiments (their runs, events, checkpoints and videos). Refused while
+    it runs or one of its runs is queued or running: returns how many such runs there are (0 once deleted)."""
+    if suite.is_active:
+        return max(1, Run.objects.filter(experiment__suite_task__suite=suite, status__in=Run.ACTIVE).count())
+    for task in suite.tasks.exclude(experiment=None).select_related("experiment"):
+        active = lifecycle.delete_experiment(task.experiment)
+        if active:
+            return active
+    suite.delete()
+    return 0

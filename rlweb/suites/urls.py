@@ -11,4 +11,5 @@ urlpatterns = [
     path("<int:suite_id>/aggregates.csv", views.suite_aggregates_csv, name="suite-aggregates-csv"),
     path("<int:suite_id>/report.html", views.suite_report, name="suite-report"),
     path("<int:suite_id>/cancel/", views.suite_cancel, name="suite-cancel"),
+    path("<int:suite_id>/delete/", views.suite_delete, name="suite-delete"),
 ]

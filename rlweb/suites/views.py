@@ -1,5 +1,5 @@
 """Suite pages: the list, the form, the live page with its data, the downloads (scores and aggregates as CSV, the
-whole report as one HTML file that opens offline) and the cancel. Every suite is fetched through `owned_suite`:
+whole report as one HTML file that opens offline), the cancel and the delete. Every suite is fetched through `owned_suite`:
 404 for other users' (but a project's members), 403 to act as a viewer."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def score_choice(request) -> str:
 
 
 def suite_list(request):
-    suites = Suite.objects.filter(access.visible(request.user)).prefetch_related("tasks")[:200]
+    suites = Suite.objects.filter(access.visible(request.user))[:200]
     return render(request, "suites/suite_list.html", {"suites": suites})
 
 
@@ -123,6 +123,16 @@ def suite_cancel(request, suite_id: int):
     stopped = launching.cancel(suite)
     messages.success(request, f"Suite cancelled; {stopped} run{pluralize(stopped)} stopping.")
     return redirect(suite)
+
+
+@require_POST
+def suite_delete(request, suite_id: int):
+    suite = owned_suite(request, suite_id, edit=True)
+    if launching.delete(suite):
+        messages.error(request, "Cancel the suite, and wait for its runs to stop, before deleting it.")
+        return redirect(suite)
+    messages.success(request, f"Deleted the suite “{suite.name}” and its experiments.")
+    return redirect("suite-list")
 
 
 def csv_response(rows, filename: str) -> HttpResponse:

@@ -126,6 +126,15 @@ def test_the_suite_launches_what_fits_the_limit_of_runs_and_the_rest_as_runs_end
     assert suite.tasks.filter(launched_at__isnull=True).count() == 1  # a cancelled suite starts nothing more
 
 
+def test_an_ended_suite_is_deleted_with_its_experiments_and_a_running_one_is_not(scored_suite, owner_client):
+    delete = reverse("suite-delete", args=[scored_suite.pk])
+    assert owner_client.post(delete)["Location"] == scored_suite.get_absolute_url()  # still running: refused
+    assert Experiment.objects.count() == 6
+    Suite.objects.filter(pk=scored_suite.pk).update(status="finished")
+    assert owner_client.post(delete)["Location"] == reverse("suite-list")
+    assert not Suite.objects.exists() and not Experiment.objects.exists() and not Run.objects.exists()
+
+
 def test_the_same_form_posted_twice_makes_one_suite(owner_client):
     data = suite_data(env_ids="CartPole-v1", num_seeds="1", submission_token="a" * 32)
     first = owner_client.post(reverse("suite-new"), data)
@@ -245,7 +254,8 @@ def test_strangers_get_404_and_a_projects_viewer_sees_but_cannot_cancel(scored_s
             ("suite-detail", "suite-data", "suite-csv", "suite-aggregates-csv", "suite-report")]
     for url in urls:
         assert stranger_client.get(url).status_code == 404, url
-    assert stranger_client.post(reverse("suite-cancel", args=[scored_suite.pk])).status_code == 404
+    for action in ("suite-cancel", "suite-delete"):
+        assert stranger_client.post(reverse(action, args=[scored_suite.pk])).status_code == 404
     assert b"classic" not in stranger_client.get(reverse("suite-list")).content
     project = Project.objects.create(owner=owner, name="team")
     Suite.objects.filter(pk=scored_suite.pk).update(project=project)
@@ -256,7 +266,9 @@ def test_strangers_get_404_and_a_projects_viewer_sees_but_cannot_cancel(scored_s
     client.force_login(viewer)
     for url in urls:
         assert client.get(url).status_code == 200, url
-    assert client.post(reverse("suite-cancel", args=[scored_suite.pk])).status_code == 403
+    for action in ("suite-cancel", "suite-delete"):
+        assert client.post(reverse(action, args=[scored_suite.pk])).status_code == 403
+    assert Suite.objects.filter(pk=scored_suite.pk, status="running").exists()
 
 
 def test_the_nav_links_the_suites_list(owner_client, scored_suite):
