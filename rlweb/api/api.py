@@ -47,6 +47,7 @@ api.add_router("/", "rlweb.api.sweeps.router")
 api.add_router("/", "rlweb.api.workers.router")
 api.add_router("/logged-runs", "rlweb.api.logged_runs.router")
 api.add_router("/", "rlweb.api.projects.router")
+api.add_router("/", "rlweb.api.statistics.router")
 
 
 def urls():

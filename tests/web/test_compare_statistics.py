@@ -12,6 +12,7 @@ from rlweb.experiments import compare_stats
 from rlweb.experiments.models import Run
 from rlweb.experiments.redis_keys import redis_client
 from rlweb.scores import aggregates, normalise
+from tests.web.api_helpers import owner_api, stranger_api  # noqa: F401  (fixtures)
 from tests.web.test_compare import add_events
 
 STATS, PAGE = reverse("compare-statistics"), reverse("compare")
@@ -137,3 +138,17 @@ def test_the_table_is_stored_before_the_curves_are_computed(suite):
     assert [stage["state"] for stage in stages] == ["partial", "done"]
     assert stages[0]["aggregates"] == stages[1]["aggregates"] and stages[0]["improvement"] == stages[1]["improvement"]
     assert stages[0]["efficiency"] is None and stages[1]["efficiency"] is not None
+
+
+def test_the_api_answers_the_same_statistics_and_refuses_bad_options(owner_api, stranger_api, suite):
+    params = query(suite)
+    deadline = time.monotonic() + 60
+    while (response := owner_api.get("/api/statistics", params)).status_code == 202:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert response.status_code == 200 and response.json()["groups"] == ["dqn", "ppo"]
+    expected = aggregates.aggregate_scores({"ppo": expected_matrix("ppo")}, reps=compare_stats.REPS)["ppo"]["iqm"]
+    assert response.json()["aggregates"]["ppo"]["iqm"] == pytest.approx(list(expected))
+    refused = owner_api.get("/api/statistics", query(suite, count="worst"))
+    assert refused.status_code == 400 and refused.json()["detail"].startswith("count")
+    assert stranger_api.get("/api/statistics", params).json()["groups"] == []
