@@ -12,7 +12,9 @@ class SweepsConfig(AppConfig):
     def ready(self) -> None:
         from rlweb.experiments.signals import run_ended
         from rlweb.experiments.sink import watch_runs
-        from rlweb.sweeps import study
+        from rlweb.sweeps import pbt, study
 
         run_ended.connect(study.advance_after_run, dispatch_uid="rlweb.sweeps.advance_after_run")
         watch_runs(study.watch_trial_run)
+        study.register_method("pbt", create=pbt.create, advance_locked=pbt.advance_locked)
+        watch_runs(pbt.watch_member_run)

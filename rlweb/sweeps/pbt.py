@@ -90,7 +90,7 @@ def advance(sweep: Sweep) -> None:
 # --- the workers' side: a member stops at its ready point ------------------------------------------------
 
 class MemberReady(Sink):
-    """Watches a member's run (the sink hook, through study.watch_trial_run): at its first evaluation at or past
+    """Watches a member's run (the sink hook, `watch_member_run`): at its first evaluation at or past
     the next ready step (below the end), the run records the step on its trial and stops as a cancel does."""
 
     ends_as = "cancelled"
@@ -115,8 +115,12 @@ class MemberReady(Sink):
         return self.stopping_at is not None
 
 
-def watch_member(sink, trial: Trial) -> MemberReady:
-    return MemberReady(sink, trial)
+def watch_member_run(sink) -> MemberReady | None:
+    """The sink hook (registered in apps.py): a population's member stops at its ready points; others are not
+    watched here."""
+    trial = Trial.objects.select_related("sweep").filter(experiment_id=sink.run.experiment_id,
+                                                         sweep__method=Sweep.Method.PBT).first()
+    return MemberReady(sink, trial) if trial is not None else None
 
 
 # --- the controller ---------------------------------------------------------------------------------------

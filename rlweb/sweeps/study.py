@@ -42,6 +42,13 @@ TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 LOCK_SECONDS = 120  # an advance holding the lock longer than this (a crashed one) lets the next one in
 PRUNED_FLAG_SECONDS = 8 * 24 * 3600
 STORAGE_URLS: set[str] = set()  # the databases storage_at has opened
+METHODS: dict[str, dict] = {}  # sweeps of another method than Optuna's: {method: {"create", "advance_locked"}}
+
+
+def register_method(method: str, create, advance_locked) -> None:
+    """Another search method's start and advance (pbt.py registers population-based training, in apps.py's
+    ready()); `advance` calls it under the sweep's lock, so it is told of ended runs and chores as trials are."""
+    METHODS[method] = {"create": create, "advance_locked": advance_locked}
 
 
 # --- the study ----------------------------------------------------------------------------------------------
@@ -158,10 +165,8 @@ def advance(sweep_id: int) -> None:
 def advance_locked(sweep: Sweep) -> None:
     import optuna
 
-    if sweep.is_pbt:  # a population (pbt.py), not an Optuna study
-        from rlweb.sweeps import pbt
-
-        return pbt.advance_locked(sweep)
+    if sweep.method in METHODS:  # another method's sweep (pbt.py's population), not an Optuna study
+        return METHODS[sweep.method]["advance_locked"](sweep)
     study = load_study(sweep)
     known = {trial.number: trial for trial in study.get_trials(deepcopy=False)}
     for trial in sweep.trial_set.filter(state=Trial.State.RUNNING).select_related("experiment"):
@@ -352,10 +357,8 @@ def why_pruned(sweep: Sweep, study, step: int, value: float) -> str:
 def watch_trial_run(sink) -> TrialPruning | None:
     """The sink hook (registered in apps.py): a trial's runs report to their sweep's pruner; others are not watched."""
     trial = Trial.objects.select_related("sweep", "experiment").filter(experiment_id=sink.run.experiment_id).first()
-    if trial is not None and trial.sweep.is_pbt:  # a population's member stops at its ready points instead
-        from rlweb.sweeps import pbt
-
-        return pbt.watch_member(sink, trial)
+    if trial is not None and trial.sweep.method in METHODS:  # watched by its method's own hook (pbt.py)
+        return None
     return TrialPruning(sink, trial) if trial is not None else None
 
 
@@ -382,10 +385,8 @@ def advance_all() -> None:
 
 def create(sweep: Sweep) -> None:
     """Make the study, then start the first trials."""
-    if sweep.is_pbt:
-        from rlweb.sweeps import pbt
-
-        return pbt.create(sweep)
+    if sweep.method in METHODS:
+        return METHODS[sweep.method]["create"](sweep)
     load_study(sweep)
     advance(sweep.pk)
 
