@@ -33,7 +33,7 @@ def environment_panel(run) -> dict:
     record = recorded(run)
     logged = run.experiment.is_logged
     return {"rows": shown_rows(record, logged) if record else [], "command": record.get("command", ""),
-            "logged": logged}
+            "logged": logged, "waiting": run.status == run.Status.QUEUED}
 
 
 @register.inclusion_tag("experiments/_environment_diff.html")
