@@ -66,7 +66,7 @@ def test_a_run_not_started_yet_says_when_it_is_recorded(owner_client, queued_run
     assert "Recorded when a worker starts the run" in page
     Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.SUCCEEDED)  # trained before runs recorded it
     page = owner_client.get(reverse("run-detail", args=[queued_run.pk])).content.decode()
-    assert "this run started before rlweb recorded what made runs" in page
+    assert "Not recorded: no worker trained this run, or one did before rlweb recorded" in page
 
 
 def test_a_logged_run_shows_what_its_script_reported_in_the_same_card(owner_client, owner):
