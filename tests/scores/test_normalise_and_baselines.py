@@ -56,3 +56,13 @@ def test_a_run_stands_beside_rl_zoos_final_score():
     assert baselines.standing("ALE/Pong-v5", "dqn", None)["text"] == "RL Zoo DQN: 20.6 ± 0.6"
     assert baselines.standing("CartPole-v1", "no-such-algorithm", 1.0) is None
     assert {row["algorithm"] for row in baselines.final_scores("ALE/Breakout-v5")} == {"a2c", "dqn", "ppo", "qrdqn"}
+
+
+def test_dopamines_pong_curve_comes_in_agent_steps_four_frames_each():
+    [curve] = baselines.curves("ALE/Pong-v5", "dqn")
+    assert curve["published_env_id"] == "ALE/Pong-v5" and curve["label"] == "Dopamine dqn"
+    assert curve["steps"][:3] == [0, 2_500_000, 5_000_000]  # iterations 0, 10, 20 of 1,000,000 frames each
+    assert curve["steps"][-1] == 198 * 250_000
+    assert curve["low"][-1] <= curve["mean"][-1] <= curve["high"][-1]
+    assert curve["mean"][0] == pytest.approx(-20.35, abs=0.01) and "frames" in curve["x_note"]
+    assert baselines.curves("PongNoFrameskip-v4", "ppo") == [] and baselines.curves("CartPole-v1") == []
