@@ -220,12 +220,23 @@ class PolicyGradientAgent(Agent):
         if buffer.obs_on_device and getattr(self, "upload", None) is None:
             self.upload = ObservationUploader(self.device)
         upload = self.upload if buffer.obs_on_device else None
+        # a CNN on a CPU costs as much per image in a batch of 8 as in one of thousands: there the acting pass gives
+        # the values and log-probs too, instead of a second pass over the rollout (8% of PPO's time on Pong)
+        while_acting = self.device.type == "cpu" and network.encoder.kind == "Image" and not buffer.obs_on_device
+        acted: list[tuple[np.ndarray, np.ndarray]] = []  # (log-probs, values) of each step, while acting
         keep_going = True
         while keep_going and not buffer.full:
             # on a GPU each observation crosses once, as it is (uint8 for images): the policy acts on it and the
             # buffer keeps it there; the only wait of a step is for its actions, which the envs need
             on_device = upload(observations) if upload is not None else None
-            actions = self.rollout_actions(observations, on_device)  # values and log-probs come after the rollout
+            if while_acting:
+                with torch.no_grad():
+                    distribution, values = network(torch.as_tensor(observations))
+                    sampled = distribution.sample()
+                    acted.append((distribution.log_prob(sampled).numpy(), values.numpy()))
+                actions = sampled.numpy()
+            else:  # values and log-probs come after the rollout
+                actions = self.rollout_actions(observations, on_device)
             raw_next, rewards, terminated, truncated, infos = envs.step(head.to_env(actions))
             ended = terminated | truncated
             for episode_return, length in finished_episodes(infos):
@@ -247,6 +258,12 @@ class PolicyGradientAgent(Agent):
             keep_going = runner.advance(num_envs * self.group.size)  # every process steps as many
         if not buffer.full:
             return observations, None, keep_going
+        if while_acting:
+            with torch.no_grad():
+                last_values = network.values(torch.as_tensor(observations))
+            buffer.set_values(np.concatenate([log_probs for log_probs, _ in acted]),
+                              np.concatenate([values for _, values in acted]))
+            return observations, last_values.numpy(), keep_going
         # the policy did not change during the rollout: one batched pass gives every step's V(s_t) and
         # log pi(a_t | s_t), and V of the observations after the last step (much cheaper than 2 x n_steps
         # small passes)
