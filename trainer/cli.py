@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--param", action="append", default=[], metavar="NAME=SPACE", help="a hyperparameter to search")
     sweep.add_argument("--total-steps", type=int, required=True, help="env steps per trial (per seed)")
     sweep.add_argument("--eval-interval", type=int, default=None,
-                       help="env steps between the evaluations (default: a tenth of --total-steps)")
+                       help="env steps between the evaluations (default: a tenth of --total-steps; pbt: "
+                            "--ready-interval, of which it must be a divisor)")
     sweep.add_argument("--eval-episodes", type=int, default=5)
     sweep.add_argument("--objective", default="final",
                        help="final, best, last-N (the mean of the last N evaluations) or threshold (the fewest env "
@@ -252,6 +253,8 @@ def _sweep(args) -> int:
     from trainer import sweep
 
     _check_range("total-steps", args.total_steps, 1, MAX_STEPS)
+    if args.method == "pbt":
+        return _pbt(args)
     if args.eval_interval is None:
         args.eval_interval = max(1, args.total_steps // 10)
     _check_range("eval-interval", args.eval_interval, 1, args.total_steps)
@@ -259,8 +262,6 @@ def _sweep(args) -> int:
     _check_range("trials", args.trials, 1, 100_000)
     _check_range("jobs", args.jobs, 1, 1024)
     _check_range("seeds", args.seeds, 1, 1000)
-    if args.method == "pbt":
-        return _pbt(args)
     if args.startup_trials is None:
         args.startup_trials = sweep.default_startup_trials(args.trials)
     _check_range("startup-trials", args.startup_trials, 0, args.trials)
@@ -293,6 +294,10 @@ def _pbt(args) -> int:
     if args.ready_interval is None:
         args.ready_interval = max(1, args.total_steps // 10)
     _check_range("ready-interval", args.ready_interval, 1, args.total_steps)
+    if args.eval_interval is None:
+        args.eval_interval = args.ready_interval
+    _check_range("eval-interval", args.eval_interval, 1, args.ready_interval)
+    _check_range("eval-episodes", args.eval_episodes, 1, MAX_EPISODES)
     trainer.get_spec(args.algorithm)
     if not args.param:
         raise ValueError("give at least one --param to search")
@@ -301,7 +306,7 @@ def _pbt(args) -> int:
     print(f"preset: {describe(preset)}", file=sys.stderr)
     config = pbt.PbtConfig(
         args.algorithm, args.env_id, dimensions, total_steps=args.total_steps, ready_interval=args.ready_interval,
-        population=args.population, eval_interval=min(args.eval_interval, args.ready_interval),
+        population=args.population, eval_interval=args.eval_interval,
         eval_episodes=args.eval_episodes, objective=sweep.check_objective(args.objective), quantile=args.quantile,
         resample_probability=args.resample_probability, seed=args.seed, device=args.device,
         preset=preset.name if preset else None)

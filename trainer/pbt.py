@@ -13,7 +13,9 @@ a running agent as a live change is.
 
 The rules (`exploit`, `explore`, `initial_values`) are shared with the web's population (rlweb/sweeps/pbt.py),
 where each member is a run on the queue's workers; `population_based_training` below is the command line's
-loop, which trains the members in turn in this process, one ready interval at a time.
+loop, which trains the members in turn in this process, one ready interval at a time: each member's run is
+stopped at its evaluation at the ready step (as the web's are) and goes on from there, so that its schedules run
+over the whole of `total_steps`.
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ class PbtConfig:
     total_steps: int
     ready_interval: int
     population: int = 8
-    eval_interval: int | None = None  # None: the ready interval
+    eval_interval: int | None = None  # None: the ready interval; else a divisor of it
     eval_episodes: int = 5
     objective: str = "final"
     quantile: float = DEFAULT_QUANTILE
@@ -164,16 +166,24 @@ class Copy:
     new: dict
 
 
-class EvaluationSink(Sink):
-    """Keeps a member's evaluations (step, mean return) as its runner reports them."""
+class ReadySink(Sink):
+    """Keeps a member's evaluations (step, mean return) as its runner reports them, and stops the run at the first
+    evaluation at or past `ready_at` (below the end), as the web's members stop: the run itself still ends at
+    `total_steps`, so its schedules (epsilon's decay, an annealed learning rate) run over the whole of it."""
 
-    def __init__(self, member: Member):
-        self.member = member
+    def __init__(self, member: Member, ready_at: int, total_steps: int):
+        self.member, self.ready_at, self.total_steps = member, ready_at, total_steps
+        self.ready = False
 
     def emit(self, event: dict) -> None:
         value = (event.get("values") or {}).get("eval/return_mean")
         if event["kind"] == "eval" and isinstance(value, (int, float)):
-            self.member.evaluations.append((int(event["step"]), float(value)))
+            step = int(event["step"])
+            self.member.evaluations.append((step, float(value)))
+            self.ready = self.ready or self.ready_at <= step < self.total_steps
+
+    def should_stop(self) -> bool:
+        return self.ready
 
 
 def searched(values: dict, dimensions: list[Dimension]) -> dict:
@@ -217,12 +227,15 @@ def population_based_training(config: PbtConfig, log=print) -> tuple[list[Member
         members.append(Member(number, agent, values, schedule=[(0, searched(values, config.dimensions))]))
     copies: list[Copy] = []
     eval_interval = config.eval_interval or config.ready_interval
+    if config.ready_interval % eval_interval:
+        raise ConfigError({"ready_interval": f"a multiple of the evaluation interval ({eval_interval:,}): a member is "
+                                             "ranked on the evaluation at its ready point"})
     step = 0
     while step < config.total_steps:
-        step = min(config.total_steps, step + config.ready_interval)
+        step += config.ready_interval
         for member in members:
-            member.agent.learn(0, end_step=step, sink=EvaluationSink(member), eval_interval=eval_interval,
-                               eval_episodes=config.eval_episodes)
+            member.agent.learn(0, end_step=config.total_steps, sink=ReadySink(member, step, config.total_steps),
+                               eval_interval=eval_interval, eval_episodes=config.eval_episodes)
         if step >= config.total_steps:
             break
         scores = {member.number: score([value for _, value in member.evaluations], config.objective)

@@ -65,6 +65,9 @@ def test_the_command_line_refuses_a_setting_that_cannot_change_live(capsys):
     assert main(["sweep", "dqn", "CartPole-v1", "--method", "pbt", "--total-steps", "100",
                  "--param", "buffer_size=1000:5000"]) == 2
     assert "buffer_size" in capsys.readouterr().err
+    assert main(["sweep", "dqn", "CartPole-v1", "--method", "pbt", "--total-steps", "300", "--ready-interval", "100",
+                 "--eval-interval", "30", "--param", "learning_rate=1e-4:1e-2:log"]) == 2
+    assert "multiple of the evaluation interval" in capsys.readouterr().err
 
 
 def test_a_copy_takes_the_donors_weights_and_step_keeps_its_seed_and_goes_on_with_explored_values(tmp_path):
