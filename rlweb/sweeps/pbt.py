@@ -47,6 +47,8 @@ from rlweb.sweeps import study
 from rlweb.sweeps.models import PbtCopy, Sweep, Trial
 
 logger = logging.getLogger(__name__)
+COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf"]  # plotly's own, one per member in every panel of the settings chart
 
 
 def searched_names(sweep: Sweep) -> list[str]:
@@ -356,7 +358,8 @@ def schedule_figure(sweep: Sweep) -> dict:
             x = [step for step, _ in schedule] + [max(steps.get(number, 0), schedule[-1][0])]
             y = [values.get(name) for _, values in schedule] + [schedule[-1][1].get(name)]
             traces.append({"type": "scatter", "mode": "lines+markers", "x": x, "y": y, "xaxis": f"x{axis}",
-                           "yaxis": f"y{axis}", "line": {"shape": "hv"}, "name": f"member {number}",
+                           "yaxis": f"y{axis}", "line": {"shape": "hv", "color": COLOURS[number % len(COLOURS)]},
+                           "marker": {"color": COLOURS[number % len(COLOURS)]}, "name": f"member {number}",
                            "legendgroup": f"member {number}", "showlegend": index == 0})
     layout["xaxis"].pop("matches")
     return {"data": traces, "layout": layout}
