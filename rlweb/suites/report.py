@@ -170,7 +170,8 @@ def is_small(matrices: dict[str, np.ndarray], reps: int = REPS) -> bool:
 
 def aggregates(suite: Suite, rows: list[dict], score: str, inline: bool = True) -> dict:
     """{"ready": bool, "tasks": [...], "left_out": {...}, "algorithms": ..., "reps", "seconds"} for the page. When
-    not cached, a small suite (`is_small`) is bootstrapped here; a large one is sent to a worker (`ready` false)."""
+    not cached, a small suite (`is_small`) is bootstrapped here; for a large one `computing` is true, and the caller
+    sends it to a worker (tasks.send_aggregates)."""
     matrices, used, left_out = score_matrices(suite, rows)
     answer = {"ready": False, "tasks": used, "left_out": left_out, "metrics": list(METRICS),
               "labels": METRIC_LABELS, "runs_per_task": {name: int(matrix.shape[0]) for name, matrix in
@@ -180,11 +181,8 @@ def aggregates(suite: Suite, rows: list[dict], score: str, inline: bool = True) 
     found = cached(cache_key(matrices, REPS, SEED))
     if found is None and (inline or is_small(matrices)):
         found = compute(matrices)
-    if found is None:
-        from rlweb.suites.tasks import send_aggregates  # tasks imports this module
-
-        send_aggregates(suite.pk, score)
-        return answer
+    if found is None:  # the caller sends it to a worker (views.page_data)
+        return {**answer, "computing": True}
     return {**answer, **found, "ready": True}
 
 

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 from rlweb.experiments.run_views import spreadsheet_safe
 from rlweb.experiments.views import env_ids
 from rlweb.projects import access
-from rlweb.suites import launching, report
+from rlweb.suites import launching, report, tasks
 from rlweb.suites.forms import ENV_LISTS, SuiteForm
 from rlweb.suites.models import Suite
 
@@ -47,6 +47,14 @@ def score_choice(request) -> str:
     """The score a run counts with: `?score=final` (the default) or `best`."""
     chosen = request.GET.get("score", "final")
     return chosen if chosen in report.SCORES else "final"
+
+
+def page_data(suite: Suite, score: str) -> dict:
+    """The page's data; a large suite's aggregates, not cached yet, are sent to a worker to bootstrap."""
+    data = report.page_data(suite, score)
+    if data["aggregates"].get("computing"):
+        tasks.send_aggregates(suite.pk, score)
+    return data
 
 
 def suite_list(request):
@@ -81,14 +89,14 @@ def suite_detail(request, suite_id: int):
     suite = owned_suite(request, suite_id)
     score = score_choice(request)
     return render(request, "suites/suite_detail.html", {
-        "suite": suite, "data": report.page_data(suite, score), "score": score, "scores": report.SCORES,
+        "suite": suite, "data": page_data(suite, score), "score": score, "scores": report.SCORES,
         "can_edit": access.can_edit(request.user, suite)})
 
 
 def suite_data(request, suite_id: int):
     """The live part of the page: runs, states, scores and aggregates. Only reads (the bootstrap of a large suite
     is sent to a worker)."""
-    return JsonResponse(report.page_data(owned_suite(request, suite_id), score_choice(request)))
+    return JsonResponse(page_data(owned_suite(request, suite_id), score_choice(request)))
 
 
 def suite_csv(request, suite_id: int):
