@@ -127,6 +127,21 @@ def exploit(scores: dict, quantile: float, rng: random.Random) -> dict:
     return {member: rng.choice(top) for member in bottom}
 
 
+def whole_schedule(number, firsts: dict, copies: list[tuple]) -> list[tuple[int, dict]]:
+    """The values that made member `number`'s final weights, from step 0: [(step, values from then on)]. `firsts`:
+    {member: its first values}; `copies`: (member, donor, step, new values) in the order made. Through each copy,
+    back to the donor's own schedule up to the copied step, then on with the copier's values: launched again from
+    step 0, these are the member's hyperparameter schedule."""
+    def trace(member, until: float) -> list[tuple[int, dict]]:
+        earlier = [copy for copy in copies if copy[0] == member and copy[2] < until]
+        if not earlier:
+            return [(0, firsts[member])]
+        _, donor, step, new = earlier[-1]
+        return trace(donor, step) + [(step, new)]
+
+    return trace(number, math.inf)
+
+
 # --- the command line's loop: the members trained in turn, in this process ------------------------------------
 
 @dataclass
@@ -264,6 +279,8 @@ def report(members: list[Member], copies: list[Copy], objective: str) -> list[st
                      f"{schedule}")
     lines.append(f"{len(copies)} copies; {sum(member.agent.steps_done for member in members)} env steps in all")
     best = max(members, key=lambda member: (values[member.number], -member.number))
-    lines.append(f"best: member {best.number}, value {values[best.number]:.2f}, "
-                 f"{describe(best.schedule[-1][1])}")
+    schedule = whole_schedule(best.number, {member.number: member.schedule[0][1] for member in members},
+                              [(copy.member, copy.donor, copy.step, copy.new) for copy in copies])
+    lines.append(f"best: member {best.number}, value {values[best.number]:.2f}; its whole schedule: "
+                 + "; ".join(f"from step {step}: {describe(settings)}" for step, settings in schedule))
     return lines

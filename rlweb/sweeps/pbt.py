@@ -266,20 +266,10 @@ def schedules(sweep: Sweep) -> dict[int, list[tuple[int, dict]]]:
 
 
 def whole_schedule(sweep: Sweep, number: int) -> list[tuple[int, dict]]:
-    """The values that made member `number`'s final weights, from step 0: through each copy, back to the donor's
-    own schedule up to the copied step, then on with the copier's values. Launched again from step 0, these are
-    the best member's hyperparameter schedule."""
-    copies = copies_of(sweep)
+    """Member `number`'s values from step 0, through the members it copied (trainer/pbt.py, `whole_schedule`)."""
     firsts = {member: values[0][1] for member, values in schedules(sweep).items()}
-
-    def trace(member: int, until: float) -> list[tuple[int, dict]]:
-        earlier = [copy for copy in copies if copy["member"] == member and copy["step"] < until]
-        if not earlier:
-            return [(0, firsts[member])]
-        last = earlier[-1]
-        return trace(last["donor"], last["step"]) + [(last["step"], last["new"])]
-
-    return trace(number, float("inf"))
+    return rules.whole_schedule(number, firsts, [(copy["member"], copy["donor"], copy["step"], copy["new"])
+                                                 for copy in copies_of(sweep)])
 
 
 def page_data(sweep: Sweep) -> dict:

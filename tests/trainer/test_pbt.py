@@ -93,3 +93,11 @@ def test_a_copy_takes_the_donors_weights_and_step_keeps_its_seed_and_goes_on_wit
         for mine, theirs in zip(module.parameters(), members[1].agent.modules[name].parameters()):
             assert torch.equal(mine, theirs)
     assert members[0].schedule[-1] == (100, copy.new)
+
+
+def test_the_whole_schedule_follows_each_copy_back_to_the_donors_own():
+    firsts = {0: {"lr": 1}, 1: {"lr": 2}, 2: {"lr": 3}}
+    copies = [(0, 1, 100, {"lr": 2.4}), (2, 0, 200, {"lr": 1.9}), (1, 2, 200, {"lr": 3.6})]
+    assert pbt.whole_schedule(2, firsts, copies) == [(0, {"lr": 2}), (100, {"lr": 2.4}), (200, {"lr": 1.9})]
+    assert pbt.whole_schedule(1, firsts, copies) == [(0, {"lr": 3}), (200, {"lr": 3.6})]
+    assert pbt.whole_schedule(0, firsts, []) == [(0, {"lr": 1})]
