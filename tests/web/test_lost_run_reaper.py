@@ -10,6 +10,7 @@ from django.utils import timezone
 from rlweb.celery import LOST_RUN_REAP_SECONDS, app
 from rlweb.experiments.models import Run
 from rlweb.experiments.tasks import dispatch_runs, fail_stale_checkpoint_jobs, reap_lost_runs
+from rlweb.suites.tasks import advance_suites
 from rlweb.sweeps.tasks import advance_sweeps
 
 
@@ -18,7 +19,7 @@ def test_beat_sends_each_chore_on_its_own_and_drops_those_that_waited_too_long(s
     tasks = {name: entry["task"] for name, entry in schedule.items()}
     assert tasks == {"reap-lost-runs": reap_lost_runs.name, "advance-sweeps": advance_sweeps.name,
                      "fail-stale-checkpoint-jobs": fail_stale_checkpoint_jobs.name,
-                     "dispatch-runs": dispatch_runs.name}
+                     "dispatch-runs": dispatch_runs.name, "advance-suites": advance_suites.name}
     assert all(task in app.tasks for task in tasks.values())
     assert schedule["reap-lost-runs"]["schedule"] == LOST_RUN_REAP_SECONDS == 10 < settings.HEARTBEAT_TIMEOUT
     assert schedule["dispatch-runs"]["schedule"] == 5  # the scheduler's safety net: a waiting run starts soon
