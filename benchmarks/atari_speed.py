@@ -3,6 +3,7 @@
     python -m benchmarks atari_speed                      # PPO and DQN on the CPU, 3 interleaved pairs each
     python -m benchmarks atari_speed --algorithms ppo --pairs 4 --ppo-steps 8192 --device cpu
     python -m benchmarks atari_speed --profile            # also where our PPO's time goes (py-spy, 2 runs)
+    python -m benchmarks atari_speed --bare --algorithms  # only 8 envs stepped bare: ale-py, our wrappers, SB3
 
 Both sides train with the same settings on the same game with the same preprocessing:
 
@@ -69,6 +70,39 @@ def dqn_run(side: str, seed: int, steps: int, learning_starts: int, device: str 
     from benchmarks.dqn import atari_run
 
     return atari_run(side, seed, steps, learning_starts, device)
+
+
+def bare_env_rate(kind: str, num_envs: int = 8, seconds: float = 5.0) -> tuple[float, float]:
+    """Env steps per second (wall, and per CPU second of the process) of `num_envs` Pong envs with random actions,
+    no learning: ours through ale-py (`ale`) or our Gymnasium wrappers (`sync`), or SB3's AtariWrapper envs in its
+    DummyVecEnv with a 4-frame stack (`sb3`)."""
+    import numpy as np
+
+    if kind == "sb3":
+        import ale_py
+        import gymnasium as gym
+        from stable_baselines3.common.env_util import make_atari_env
+        from stable_baselines3.common.vec_env import VecFrameStack
+
+        gym.register_envs(ale_py)
+        envs = VecFrameStack(make_atari_env(ATARI_ID, n_envs=num_envs, seed=0, env_kwargs=dict(frameskip=1)), 4)
+        envs.reset()
+        step = envs.step
+    else:
+        from trainer.envs import make_vector_env
+
+        envs = make_vector_env(ATARI_ID, num_envs, seed=0, vectorization=kind)
+        step = envs.step
+    rng, steps = np.random.default_rng(0), 0
+    for _ in range(20):
+        step(rng.integers(0, 6, num_envs))
+    wall, cpu = time.perf_counter(), time.process_time()
+    while time.perf_counter() - wall < seconds:
+        step(rng.integers(0, 6, num_envs))
+        steps += num_envs
+    rates = steps / (time.perf_counter() - wall), steps / (time.process_time() - cpu)
+    envs.close()
+    return rates
 
 
 def in_own_process(function, *args):
@@ -150,17 +184,30 @@ def summarize_profile(raw: Path, rows: int = 18) -> str:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks atari_speed")
-    parser.add_argument("--algorithms", nargs="+", default=["ppo", "dqn"], choices=["ppo", "dqn"])
+    parser.add_argument("--algorithms", nargs="*", default=["ppo", "dqn"], choices=["ppo", "dqn"])
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--ppo-steps", type=int, default=8_192)
     parser.add_argument("--dqn-steps", type=int, default=6_000)
     parser.add_argument("--dqn-learning-starts", type=int, default=1_000)
     parser.add_argument("--profile", action="store_true", help="also py-spy profiles of one PPO run of each side")
+    parser.add_argument("--bare", action="store_true", help="also 8 envs stepped with random actions, no learning: "
+                                                            "ale-py's vector env, our wrappers, SB3's")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
-    results = compare(args.algorithms, args.pairs, args.device, args.ppo_steps, args.dqn_steps,
-                      args.dqn_learning_starts)
+    results = {}
+    if args.bare:
+        print("8 Pong envs, random actions, no learning: env steps/s (per CPU second), interleaved", flush=True)
+        rates: dict[str, list] = {"ale": [], "sync": [], "sb3": []}
+        for _ in range(args.pairs):
+            for kind in rates:
+                rates[kind].append(in_own_process(bare_env_rate, kind))
+        for kind, values in rates.items():
+            print(f"  {kind:<5} {statistics.median(v[0] for v in values):8,.0f} "
+                  f"({statistics.median(v[1] for v in values):,.0f} per CPU second)", flush=True)
+        results["bare"] = rates
+    results.update(compare(args.algorithms, args.pairs, args.device, args.ppo_steps, args.dqn_steps,
+                           args.dqn_learning_starts))
     if args.profile:
         with tempfile.TemporaryDirectory() as folder:
             for side in ("rlweb", "sb3"):
