@@ -17,7 +17,7 @@ import torch
 from trainer.envs import make_env
 from trainer.events import Sink, make_event
 from trainer.params import ConfigError
-from trainer.system_metrics import PhaseTimes, SystemSampler, interval_seconds
+from trainer.system_metrics import ENV, OTHER, UPDATE, PhaseTimes, SystemSampler, interval_seconds
 from trainer.video import CannotRender, record_episode, video_env
 
 STOP_POLL_SECONDS = 0.5  # how often the sink is asked whether to stop, and for changes (Redis calls in the web app)
@@ -121,7 +121,7 @@ class Runner:
     def advance(self, env_steps: int = 1) -> bool:
         """Count env steps; evaluate, checkpoint and report when due. False means: stop training now."""
         if self.phases:
-            self.phases.lap("env")  # the env step and what the loop did with it
+            self.phases.lap(ENV)  # the env step and what the loop did with it
         before = self.agent.steps_done
         self.agent.steps_done = after = before + env_steps
         if self.log_interval and after // self.log_interval > before // self.log_interval:
@@ -141,7 +141,7 @@ class Runner:
             self._apply_due_changes()
         keep_going = not self.should_stop() and after < self.end_step
         if self.phases:
-            self.phases.lap("other")  # the runner's own work
+            self.phases.lap(OTHER)  # the runner's own work
         return keep_going
 
     def should_stop(self) -> bool:
@@ -211,7 +211,7 @@ class Runner:
         would make the CPU wait for the update that made it, every update, instead of stepping the envs
         while the GPU works. Their losses are checked at that report, and the weights before any checkpoint."""
         if self.phases:
-            self.phases.lap("update")
+            self.phases.lap(UPDATE)
         for key, value in values.items():
             if isinstance(value, torch.Tensor) and value.device.type != "cpu":
                 self._train_sums[key] = value.detach().to(torch.float64) + self._train_sums[key]

@@ -96,11 +96,11 @@ def test_phase_times_split_the_loop_by_the_calls_the_runner_sees():
     for _ in range(3):
         time.sleep(0.01)  # acting
         step(None)  # env
-        phases.lap("env")
+        phases.lap(system_metrics.ENV)
         time.sleep(0.002)  # the runner's own work
-        phases.lap("other")
+        phases.lap(system_metrics.OTHER)
         time.sleep(0.04)  # an update
-        phases.lap("update")
+        phases.lap(system_metrics.UPDATE)
     shares = phases.percents()
     assert sum(shares.values()) == pytest.approx(100, abs=0.1)
     assert shares["system/env_percent"] > shares["system/update_percent"] > shares["system/acting_percent"]
