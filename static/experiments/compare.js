@@ -220,7 +220,8 @@ function baselineBands(metric) {
                                             fillcolor: "rgba(110, 110, 110, 0.14)"})),
     annotations: data.baselines.map((band) => ({xref: "paper", x: 0.01, xanchor: "left", yref: "y", y: band.mean,
                                                  showarrow: false, font: {size: 10, color: "#555b6e"},
-                                                 text: `${band.text} (${band.published_env_id}, ${band.x_note})`})),
+                                                 text: `${band.text} (${band.published_env_id})`,
+                                                 hovertext: band.x_note})),
   };
 }
 

@@ -145,11 +145,26 @@ function xValues(chart) {
   return controls.xAxis === "step" ? chart.step : chart.time;
 }
 
+// Published learning curves for this run's task and algorithm (Dopamine's, in agent steps; _run_standing.html),
+// behind the run's own training returns: the band of the published runs and their mean, dashed.
+const baselineCurves = JSON.parse(document.getElementById("run-baseline-curves")?.textContent || "[]");
+
+function baselineTraces(chart) {
+  if (chart.key !== "rollout/episode_return" || controls.xAxis !== "step") return [];
+  return baselineCurves.flatMap((curve) => [
+    {x: curve.steps, y: curve.high, mode: "lines", type: "scatter", line: {width: 0}, hoverinfo: "skip", showlegend: false},
+    {x: curve.steps, y: curve.low, mode: "lines", type: "scatter", line: {width: 0}, fill: "tonexty",
+     fillcolor: "rgba(110, 110, 110, 0.14)", hoverinfo: "skip", name: `${curve.label} ${curve.band}`},
+    {x: curve.steps, y: curve.mean, mode: "lines", type: "scatter", line: {width: 1.5, dash: "dash", color: "#6b7080"},
+     name: `${curve.label} (${curve.published_env_id}; ${curve.x_note})`, hovertemplate: "%{y:.4~g}<extra>%{fullData.name}</extra>"},
+  ]);
+}
+
 // Plotly gets copies (its data is what it drew; the chart's arrays grow with live points before that).
 function traces(chart) {
   const x = xValues(chart).slice();
   const hover = "%{y:.4~g}<extra>%{fullData.name}</extra>";
-  const drawn = [];
+  const drawn = baselineTraces(chart);
   if (chart.low) {
     drawn.push({x, y: chart.high.slice(), mode: "lines", type: "scatter", line: {width: 0}, hoverinfo: "skip",
                 showlegend: false, name: "mean + std"});
@@ -188,15 +203,22 @@ function markShapes() {
 const baselines = JSON.parse(document.getElementById("run-baselines")?.textContent || "[]");
 
 function withBaselines(chart, marked) {
-  if (!baselines.length || !["eval/return_mean", "rollout/episode_return"].includes(chart.key)) return marked;
+  const bands = ["eval/return_mean", "rollout/episode_return"].includes(chart.key) ? baselines : [];
+  const curves = chart.key === "rollout/episode_return" && controls.xAxis === "step" ? baselineCurves : [];
+  if (!bands.length && !curves.length) return marked;
+  const note = {showarrow: false, font: {size: 10, color: "#555b6e"}, bgcolor: "rgba(255, 255, 255, 0.7)"};
   return {
-    shapes: [...marked.shapes, ...baselines.map((band) => ({
+    shapes: [...marked.shapes, ...bands.map((band) => ({
       type: "rect", xref: "paper", x0: 0, x1: 1, yref: "y", y0: band.mean - band.std, y1: band.mean + band.std,
       layer: "below", fillcolor: "rgba(110, 110, 110, 0.14)",
       line: band.std ? {width: 0} : {width: 1.5, dash: "dot", color: "rgba(110, 110, 110, 0.7)"}}))],
-    annotations: [...marked.annotations, ...baselines.map((band) => ({
-      xref: "paper", x: 0.01, xanchor: "left", yref: "y", y: band.mean, showarrow: false,
-      font: {size: 10, color: "#555b6e"}, text: `${band.text} (${band.published_env_id}, ${band.x_note})`}))],
+    annotations: [...marked.annotations,
+      ...bands.map((band) => ({...note, xref: "paper", x: 0.01, xanchor: "left", yref: "y", y: band.mean,
+                               text: `${band.text} (${band.published_env_id})`, hovertext: band.x_note})),
+      ...curves.map((curve, index) => ({...note, xref: "paper", x: 1, xanchor: "right", yref: "paper",
+                                        y: 0.02 + 0.08 * index, yanchor: "bottom",
+                                        text: `dashed: ${curve.label} on ${curve.published_env_id}, x in agent steps`,
+                                        hovertext: `${curve.x_note}; band: ${curve.band}`}))],
   };
 }
 
