@@ -336,7 +336,25 @@ def test_screenshots_of_the_comparison_at_desktop_and_phone_widths(page, demo_si
 STATISTICS_READY = "document.getElementById('statistics')?.dataset.ready === '1'"
 
 
-def test_statistics_across_tasks_show_rliables_aggregates_per_algorithm_and_rl_zoos_band(page, demo_site):
+PONG_RUN = f"""
+from django.contrib.auth import get_user_model
+from rlweb.experiments import history
+from rlweb.experiments.models import Event, Experiment, Run
+owner = get_user_model().objects.get(username={USERNAME!r})
+experiment = Experiment.objects.create(owner=owner, name="pong dqn", algorithm="dqn", env_id="ALE/Pong-v5",
+                                       hyperparameters={{}}, total_steps=6_000_000, device="cpu")
+run = Run.objects.create(experiment=experiment, seed=0, total_steps=6_000_000, status="succeeded",
+                         steps_done=6_000_000, eval_return_mean=12.0)
+events = Event.objects.bulk_create(
+    Event(run=run, seq=index + 1, kind="episode", step=step, time=step / 1000,
+          values={{"rollout/episode_return": min(21.0, -21 + 40 * step / 6e6)}})
+    for index, step in enumerate(range(0, 6_000_001, 100_000)))
+history.summarize(run.pk, events)
+result = run.pk
+"""
+
+
+def test_statistics_across_tasks_show_rliables_aggregates_per_algorithm_and_rl_zoos_band(page, demo_site, site_stack):
     """The finished demo runs (DQN and PPO seeds on CartPole): the bootstrap runs off the request, the page asks
     until it is there, then shows a row per algorithm, P(dqn > ppo), the profiles and the published band."""
     base, demo_runs = demo_site
@@ -361,3 +379,9 @@ def test_statistics_across_tasks_show_rliables_aggregates_per_algorithm_and_rl_z
     chart = ".chart-card[data-metric='eval/return_mean'] .chart"
     page.wait_for_function(f"document.querySelector(\"{chart}\")?.layout?.shapes?.length === 1")
     page.locator(".chart-card[data-metric='eval/return_mean']").screenshot(path=str(SCREENSHOTS / "run-baseline.png"))
+    page.goto(f"{base}/runs/{site_stack.orm(PONG_RUN)}/")  # Dopamine's curve, its iterations in agent steps
+    returns = ".chart-card[data-metric='rollout/episode_return'] .chart"
+    page.wait_for_function(f"document.querySelector(\"{returns}\")?.data?.some((trace) => "
+                           "trace.name?.startsWith('Dopamine dqn (ALE/Pong-v5') && trace.x[1] === 2500000)")
+    page.locator(".chart-card[data-metric='rollout/episode_return']").screenshot(
+        path=str(SCREENSHOTS / "run-baseline-curve.png"))

@@ -4,7 +4,10 @@ score, and hands the published band to its return charts."""
 import json
 import re
 
+import pytest
+
 from rlweb.experiments.models import Run
+from rlweb.scores import baselines
 
 
 def page_of(client, run) -> str:
@@ -33,3 +36,17 @@ def test_a_running_run_says_last_eval_and_an_unknown_pairing_says_nothing(owner_
                                  seed=0, total_steps=1000, status="succeeded", eval_return_mean=1.0)
     page = page_of(owner_client, unknown)
     assert 'id="run-standing"' not in page and '<script id="run-baselines" type="application/json">[]</script>' in page
+
+
+def test_a_pong_dqn_run_gets_dopamines_curve_cut_to_its_budget(owner_client, make_experiment):
+    experiment = make_experiment(algorithm="dqn", env_id="ALE/Pong-v5", total_steps=4_000_000)
+    run = Run.objects.create(experiment=experiment, seed=0, total_steps=4_000_000, status="running")
+    page = page_of(owner_client, run)
+    curves = json.loads(re.search(r'<script id="run-baseline-curves" type="application/json">(.*?)</script>',
+                                  page).group(1))
+    assert [curve["label"] for curve in curves] == ["Dopamine dqn"]
+    assert curves[0]["steps"] == [0, 2_500_000, 4_000_000]  # cut at the budget, the last point interpolated there
+    full = baselines.curves("ALE/Pong-v5", "dqn")[0]
+    assert curves[0]["mean"][:2] == full["mean"][:2]
+    assert curves[0]["mean"][2] == pytest.approx(full["mean"][1] + (full["mean"][2] - full["mean"][1]) * 0.6)
+    assert "RL Zoo DQN: 20.6 ± 0.6" in page  # and PongNoFrameskip-v4's final score
