@@ -12,15 +12,18 @@ The full data stays in `Event` rows: `events` pages through them and `csv_rows` 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import operator
 from collections import defaultdict
 
-from django.db.models import Max, TextField
+from django.db.models import Max, OuterRef, Q, Subquery, TextField
 from django.db.models.functions import Cast
 from django.urls import reverse
 from trainer.events import METRIC_KINDS
 
+from rlweb.experiments import rows as bulk_rows
 from rlweb.experiments.models import Checkpoint, Event, MetricBucket, Run
 
 EVENT_KINDS = ("started", "resumed", "episode", "train", "eval", "time", "checkpoint", "video", "hyperparameters",
@@ -34,18 +37,21 @@ PAGE_SIZE = 5_000  # raw events per page of `events`
 # --- keeping the summary ----------------------------------------------------------------------------
 
 def metric_points(events) -> dict[str, list[tuple]]:
-    """The numeric values of metric events by key, as (seq, step, time, value, band) in seq order.
-    A `..._mean` that comes with its `..._std` gets the band (mean - std, mean + std)."""
+    """The numeric values of metric events (`Event` rows or their `as_dict()` records) by key, as
+    (seq, step, time, value, band) in seq order. A `..._mean` that comes with its `..._std` gets the band
+    (mean - std, mean + std)."""
     points = defaultdict(list)
     for event in events:
-        if event.kind not in METRIC_KINDS:
+        record = event if isinstance(event, dict) else event.as_dict()
+        if record["kind"] not in METRIC_KINDS:
             continue
-        for key, value in event.values.items():
+        values, seq, step, time = record["values"], record["seq"], record["step"], record["time"]
+        for key, value in values.items():
             if not is_number(value):
                 continue
-            spread = event.values.get(key[:-len("_mean")] + "_std") if key.endswith("_mean") else None
+            spread = values.get(key[:-len("_mean")] + "_std") if key.endswith("_mean") else None
             band = (value - spread, value + spread) if is_number(spread) else None
-            points[key].append((event.seq, event.step, event.time, value, band))
+            points[key].append((seq, step, time, value, band))
     return points
 
 
@@ -53,57 +59,90 @@ def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+BUCKET_FIELDS = ("key", "index", "width", "count", "last_seq", "points", "band")
+
+
 def summarize(run_id: int, events) -> None:
-    """Fold newly stored events (in seq order, after everything folded before) into the run's buckets."""
-    for key, points in metric_points(events).items():
-        fold(run_id, key, points)
+    """Fold newly stored events (in seq order, after everything folded before) into the run's buckets: three
+    queries however many keys (their last buckets read, the ones that change deleted, then written again), the
+    buckets plain dicts of `BUCKET_FIELDS` (rows.py: no model object per row)."""
+    points = metric_points(events)
+    if not points:
+        return
+    rows = MetricBucket.objects.filter(run_id=run_id)
+    last_index = rows.filter(key=OuterRef("key")).order_by("-index").values("index")[:1]
+    lasts = {bucket["key"]: bucket
+             for bucket in rows.filter(key__in=list(points), index=Subquery(last_index)).values(*BUCKET_FIELDS)}
+    changed, written = [], []
+    for key, key_points in points.items():
+        first, buckets = fold(run_id, key, key_points, lasts.get(key))
+        changed.append(Q(key=key, index__gte=first))
+        written += buckets
+    rows.filter(functools.reduce(operator.or_, changed)).delete()
+    bulk_rows.insert(MetricBucket, BUCKET_FIELDS, json.dumps(written), run_id=run_id)
 
 
-def fold(run_id: int, key: str, points: list[tuple]) -> None:
-    rows = MetricBucket.objects.filter(run_id=run_id, key=key)
-    last = rows.order_by("-index").first()
-    buckets = [last] if last else []  # the key's buckets from index `first` on; earlier ones stay as stored
-    first = last.index if last else 0
-    width = last.width if last else 1
-    for seq, step, time, value, band in points:
-        if buckets and buckets[-1].count < width:
-            add(buckets[-1], seq, step, time, value, band)
+def fold(run_id: int, key: str, points: list[tuple], last: dict | None) -> tuple[int, list[dict]]:
+    """The key's buckets from index `first` on after folding in `points`, given its last stored bucket (earlier
+    ones stay as stored, unless all are full and merge): the last bucket fills up, then new ones follow, each
+    taking up to `width` points at once (as many at once as one by one: `add` keeps the first of equal extremes)."""
+    buckets = [last] if last else []
+    first = last["index"] if last else 0
+    width = last["width"] if last else 1
+    at = 0
+    while at < len(points):
+        if buckets and buckets[-1]["count"] < width:
+            taken = points[at:at + width - buckets[-1]["count"]]
+            add(buckets[-1], taken)
+            at += len(taken)
             continue
         if first + len(buckets) == MAX_BUCKETS:  # all full: merge them in pairs, each twice as wide
-            buckets = merged(list(rows.filter(index__lt=first).order_by("index")) + buckets)
+            earlier = MetricBucket.objects.filter(run_id=run_id, key=key, index__lt=first).order_by("index")
+            buckets = merged(list(earlier.values(*BUCKET_FIELDS)) + buckets)
             first, width = 0, width * 2
+            continue
+        seq, step, time, value, band = points[at]
         point = [seq, step, time, value]
-        buckets.append(MetricBucket(run_id=run_id, key=key, index=first + len(buckets), width=width, count=1,
-                                    last_seq=seq, points=[point, point], band=list(band) if band else None))
-    rows.filter(index__gte=first).delete()
-    MetricBucket.objects.bulk_create(buckets)
+        buckets.append({"key": key, "index": first + len(buckets), "width": width, "count": 1, "last_seq": seq,
+                        "points": [point, point], "band": list(band) if band else None})
+        at += 1
+    return first, buckets
 
 
-def add(bucket: MetricBucket, seq: int, step: int, time: float, value: float, band) -> None:
-    bucket.count += 1
-    bucket.last_seq = seq
-    low, high = bucket.points
-    if value < low[3]:
-        low = [seq, step, time, value]
-    if value > high[3]:
-        high = [seq, step, time, value]
-    bucket.points = [low, high]
-    if band:
-        bucket.band = [min(band[0], bucket.band[0]), max(band[1], bucket.band[1])] if bucket.band else list(band)
+def by_value(point) -> float:
+    return point[3]
 
 
-def merged(buckets: list[MetricBucket]) -> list[MetricBucket]:
+def add(bucket: dict, points: list[tuple]) -> None:
+    """Points (seq, step, time, value, band) into a bucket with room for them: its smallest and largest points
+    stay the first ones of their value, its band the widest."""
+    bucket["count"] += len(points)
+    bucket["last_seq"] = points[-1][0]
+    low, high = bucket["points"]
+    smallest, largest = min(points, key=by_value), max(points, key=by_value)
+    if smallest[3] < low[3]:
+        low = list(smallest[:4])
+    if largest[3] > high[3]:
+        high = list(largest[:4])
+    bucket["points"] = [low, high]
+    bands = [point[4] for point in points if point[4]]
+    if bands:
+        edges = [bucket["band"]] if bucket["band"] else []
+        bucket["band"] = [min(band[0] for band in edges + bands), max(band[1] for band in edges + bands)]
+
+
+def merged(buckets: list[dict]) -> list[dict]:
     """Neighbours merged in pairs: bucket i of the result holds buckets 2i and 2i+1."""
     result = []
     for index in range(0, len(buckets), 2):
         pair = buckets[index:index + 2]
-        points = [point for bucket in pair for point in bucket.points]
-        bands = [bucket.band for bucket in pair if bucket.band]
-        result.append(MetricBucket(
-            run_id=pair[0].run_id, key=pair[0].key, index=index // 2, width=pair[0].width * 2,
-            count=sum(bucket.count for bucket in pair), last_seq=pair[-1].last_seq,
-            points=[min(points, key=lambda point: point[3]), max(points, key=lambda point: point[3])],
-            band=[min(band[0] for band in bands), max(band[1] for band in bands)] if bands else None))
+        points = [point for bucket in pair for point in bucket["points"]]
+        bands = [bucket["band"] for bucket in pair if bucket["band"]]
+        result.append({
+            "key": pair[0]["key"], "index": index // 2, "width": pair[0]["width"] * 2,
+            "count": sum(bucket["count"] for bucket in pair), "last_seq": pair[-1]["last_seq"],
+            "points": [min(points, key=by_value), max(points, key=by_value)],
+            "band": [min(band[0] for band in bands), max(band[1] for band in bands)] if bands else None})
     return result
 
 

@@ -21,6 +21,7 @@ so does Cancel on its page.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -35,7 +36,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 from trainer.events import make_event
 
-from rlweb.experiments import lifecycle, storage_use
+from rlweb.experiments import lifecycle, rows, storage_use
 from rlweb.experiments.history import summarize
 from rlweb.experiments.models import LOGGED, Checkpoint, Event, Experiment, Run, Video
 from rlweb.experiments.redis_keys import stream_key
@@ -122,10 +123,12 @@ def add_points(run: Run, points: list[dict]) -> tuple[int, list[dict]]:
             if point["seq"] <= through:
                 dropped.append({"seq": point["seq"], "reason": f"a repeat: points through seq {through} are stored"})
                 continue
-            values, refused = checked_values(point["values"])
-            dropped += [{"seq": point["seq"], "reason": reason} for reason in refused]
+            values, refused, kind = checked_values(point["values"])
+            if refused:
+                dropped += [{"seq": point["seq"], "reason": reason} for reason in refused]
             if values:
-                events.append(make_event(kind_of(values), point["step"], point["time"], values))
+                events.append({"kind": kind, "step": point["step"], "time": round(point["time"], 4),
+                               "values": values})
             through = point["seq"]
         stored = store(run, events)
         if through != logged.stored_through:
@@ -134,30 +137,49 @@ def add_points(run: Run, points: list[dict]) -> tuple[int, list[dict]]:
     return through, dropped
 
 
-def checked_values(values: dict) -> tuple[dict, list[str]]:
-    """The values a chart can draw, as floats, and why each other one was dropped."""
+def checked_values(values: dict) -> tuple[dict, list[str], str]:
+    """The values a chart can draw, as floats, why each other one was dropped, and the kind of event they make
+    (`kind_of`). Every point of a script names the same few metrics: a name is checked once (`name_refused`)."""
     kept, refused = {}, []
     for name, value in values.items():
-        shown = name if len(name) <= 60 else name[:60] + "…"
-        if len(name) > MAX_NAME_LENGTH or not METRIC_NAME.fullmatch(name):
-            refused.append(f"{shown!r}: a metric name is 1 to {MAX_NAME_LENGTH} letters, digits, spaces or _ . / -")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)):
-            refused.append(f"{shown!r}: not a number ({type(value).__name__})")
-        elif isinstance(value, float) and not math.isfinite(value):
-            refused.append(f"{shown!r}: {value} is not a finite number")
-        elif abs(value) > LARGEST_VALUE:
-            refused.append(f"{shown!r}: larger than {LARGEST_VALUE:g} in magnitude")
-        else:
+        problem = name_refused(name)
+        if problem is None:
+            problem = value_refused(value)
+        if problem is None:
             kept[name] = float(value)
-    return kept, refused
+        else:
+            shown = name if len(name) <= 60 else name[:60] + "…"
+            refused.append(f"{shown!r}: {problem}")
+    return kept, refused, kind_of(tuple(kept))
 
 
-def kind_of(values: dict) -> str:
-    """The event kind a point is stored as: `eval` or `episode` (the run page's evaluation box and episode count
-    read those), else `train`. The charts draw every key of every metric kind."""
-    if any(name.startswith("eval/") for name in values):
+@functools.lru_cache(maxsize=4096)
+def name_refused(name: str) -> str | None:
+    if len(name) > MAX_NAME_LENGTH or not METRIC_NAME.fullmatch(name):
+        return f"a metric name is 1 to {MAX_NAME_LENGTH} letters, digits, spaces or _ . / -"
+    return None
+
+
+def value_refused(value) -> str | None:
+    if type(value) is float:  # nearly every value: the bool and type checks below are for the rest
+        if not math.isfinite(value):
+            return f"{value} is not a finite number"
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"not a number ({type(value).__name__})"
+    elif isinstance(value, float) and not math.isfinite(value):
+        return f"{value} is not a finite number"
+    if abs(value) > LARGEST_VALUE:
+        return f"larger than {LARGEST_VALUE:g} in magnitude"
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def kind_of(names: tuple[str, ...]) -> str:
+    """The event kind a point with values of these names is stored as: `eval` or `episode` (the run page's
+    evaluation box and episode count read those), else `train`. The charts draw every key of every metric kind."""
+    if any(name.startswith("eval/") for name in names):
         return "eval"
-    if any(name.startswith("rollout/") for name in values):
+    if any(name.startswith("rollout/") for name in names):
         return "episode"
     return "train"
 
@@ -262,40 +284,48 @@ def hold(run: Run) -> LoggedRun:
     return logged
 
 
-def store(run: Run, events: list[dict]) -> list[dict]:
+def store(run: Run, events: list[dict]) -> list[tuple[dict, str]]:
     """Write the events after the run's last one, with the charts' summary and its step count, in the caller's
-    transaction; returns them as records (with their seq) for the live stream."""
+    transaction; returns them as records (with their seq) and their JSON, for the live stream."""
     if not events:
         return []
     seq = run.stored_seq()
-    rows = [Event(run_id=run.pk, seq=seq + number, kind=event["kind"], step=event["step"], time=event["time"],
-                  values=event["values"]) for number, event in enumerate(events, start=1)]
-    Event.objects.bulk_create(rows)
-    summarize(run.pk, rows)
-    step = max(row.step for row in rows)
+    records = [{"seq": seq + number, **event} for number, event in enumerate(events, start=1)]
+    texts = [json.dumps(record) for record in records]
+    rows.insert(Event, ("seq", "kind", "step", "time", "values"), "[" + ",".join(texts) + "]", run_id=run.pk)
+    summarize(run.pk, records)
+    step = max(record["step"] for record in records)
     Run.objects.filter(pk=run.pk).update(steps_done=Greatest(F("steps_done"), step),
                                          total_steps=Greatest(F("total_steps"), step))
-    return [row.as_dict() for row in rows]
+    return list(zip(records, texts))
 
 
 _clients: dict[str, redis.Redis] = {}
 
+# The stored events of a request added to the run's stream in one command: an entry `<seq>-0` each (an id the
+# stream has already, from a request that raced, is skipped), then the stream trimmed to its tail and its expiry set.
+# KEYS[1]: the stream; ARGV: maxlen, the first id kept, the expiry in seconds, then each entry's id and its JSON.
+ADD_EVENTS = """
+for index = 4, #ARGV, 2 do
+    redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], ARGV[index], 'event', ARGV[index + 1])
+end
+redis.call('XTRIM', KEYS[1], 'MINID', ARGV[2])
+return redis.call('EXPIRE', KEYS[1], ARGV[3])
+"""
 
-def stream(run_id: int, records: list[dict], ended: bool = False) -> None:
-    """Add stored events to the run's live stream (as the worker's sink does: id `<seq>-0`, trimmed to a tail,
-    expiring). Redis carries only the live view: when it fails, pages read the events from the database."""
-    if not records:
+
+def stream(run_id: int, stored: list[tuple[dict, str]], ended: bool = False) -> None:
+    """Add stored events (`store`'s records and their JSON) to the run's live stream, as the worker's sink does
+    (id `<seq>-0`, trimmed to a tail, expiring), in one Redis command however many. Redis carries only the live
+    view: when it fails, pages read the events from the database."""
+    if not stored:
         return
     url = settings.REDIS_URL
     client = _clients.get(url) or _clients.setdefault(url, sink_client())
-    key = stream_key(run_id)
-    pipeline = client.pipeline(transaction=False)
-    for record in records:
-        pipeline.xadd(key, {"event": json.dumps(record)}, id=f"{record['seq']}-0", maxlen=STREAM_MAXLEN,
-                      approximate=True)
-    pipeline.xtrim(key, minid=f"{max(0, records[-1]['seq'] - STREAM_TAIL) + 1}-0", approximate=False)
-    pipeline.expire(key, FINISHED_STREAM_SECONDS if ended else RUNNING_STREAM_SECONDS)
+    last_seq = stored[-1][0]["seq"]
+    entries = [part for record, text in stored for part in (f"{record['seq']}-0", text)]
     try:
-        pipeline.execute(raise_on_error=False)  # an id the stream has already (a request that raced) is skipped
+        client.eval(ADD_EVENTS, 1, stream_key(run_id), STREAM_MAXLEN, f"{max(0, last_seq - STREAM_TAIL) + 1}-0",
+                    FINISHED_STREAM_SECONDS if ended else RUNNING_STREAM_SECONDS, *entries)
     except redis.RedisError as error:
         logger.warning("run %s: Redis unavailable (%s); its page reads these events from the database", run_id, error)

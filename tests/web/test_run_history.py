@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from rlweb.experiments import history
-from rlweb.experiments.models import Event, MetricBucket
+from rlweb.experiments.models import Event, MetricBucket, Run
 from rlweb.experiments.sink import RedisSink
 
 
@@ -84,6 +84,29 @@ def test_an_eval_mean_carries_its_std_band_also_when_downsampled(owner_client, q
     assert min(band["low"]) == 9.0 - 30.0 and max(band["high"]) == 39.0 + 2.0
     assert len(band["low"]) == len(band["value"]) <= 16 and 9.0 + 30.0 in band["high"]
     assert metrics["eval/return_std"]["count"] == 40  # also a metric of its own (the CSV has it)
+
+
+def test_folding_a_batch_at_once_keeps_the_same_buckets_as_one_event_at_a_time(queued_run, make_experiment,
+                                                                               few_buckets):
+    """The ingest folds a request's points into a bucket at once: the same extremes (the first of equal values),
+    bands, counts and merges as folding them one by one."""
+    noise = random.Random(7)
+    records = [{"seq": seq, "kind": "eval", "step": 10 * seq, "time": seq / 10,
+                "values": {"eval/return_mean": float(noise.randint(-3, 3)), "eval/return_std": noise.random(),
+                           "train/loss": noise.choice([0.5, 1.5])}} for seq in range(1, 700)]
+    one_by_one = Run.objects.create(experiment=make_experiment(name="one by one"), seed=0, total_steps=1)
+    for record in records:
+        history.summarize(one_by_one.pk, [Event(run=one_by_one, **record)])
+    at = 0
+    while at < len(records):
+        size = noise.choice([1, 2, 3, 50, 130])
+        history.summarize(queued_run.pk, records[at:at + size])
+        at += size
+    fields = ("key", "index", "width", "count", "last_seq", "points", "band")
+    assert MetricBucket.objects.filter(run=queued_run).count() > 8  # merged: several widths went by
+    assert list(MetricBucket.objects.filter(run=queued_run).order_by("key", "index").values_list(*fields)) == \
+        list(MetricBucket.objects.filter(run=one_by_one).order_by("key", "index").values_list(*fields))
+    assert history.metric_series(queued_run) == history.metric_series(one_by_one)
 
 
 def test_a_sink_on_a_run_whose_later_events_were_deleted_summarises_what_is_left(queued_run):
