@@ -44,6 +44,7 @@ def me(request):
 api.add_router("/", "rlweb.api.experiments.router")
 api.add_router("/", "rlweb.api.runs.router")
 api.add_router("/", "rlweb.api.sweeps.router")
+api.add_router("/", "rlweb.api.suites.router")
 api.add_router("/", "rlweb.api.workers.router")
 api.add_router("/logged-runs", "rlweb.api.logged_runs.router")
 api.add_router("/", "rlweb.api.projects.router")
