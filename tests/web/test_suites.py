@@ -135,6 +135,12 @@ def test_an_ended_suite_is_deleted_with_its_experiments_and_a_running_one_is_not
     assert not Suite.objects.exists() and not Experiment.objects.exists() and not Run.objects.exists()
 
 
+def test_a_suites_experiment_links_back_to_it(scored_suite, owner_client):
+    experiment = scored_suite.tasks.first().experiment
+    page = owner_client.get(experiment.get_absolute_url()).content.decode()
+    assert f'<a href="{scored_suite.get_absolute_url()}" id="suite-link">classic</a>' in page
+
+
 def test_the_same_form_posted_twice_makes_one_suite(owner_client):
     data = suite_data(env_ids="CartPole-v1", num_seeds="1", submission_token="a" * 32)
     first = owner_client.post(reverse("suite-new"), data)
