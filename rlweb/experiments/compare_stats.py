@@ -295,3 +295,13 @@ def baseline_bands(runs: list[Run]) -> list[dict]:
             frames = " (4 frames each)" if normalise.atari_game(task) else ""
             bands.append({**standing, "x_note": f"published final score after {standing['steps']:,} agent steps{frames}"})
     return bands
+
+
+def baseline_curves(runs: list[Run]) -> list[dict]:
+    """Published learning curves for the runs' task and algorithms, when they share one task, cut at their budget."""
+    tasks = {run.experiment.env_id for run in runs}
+    if len(tasks) != 1:
+        return []
+    task, longest = tasks.pop(), max(run.total_steps for run in runs)
+    return [curve for algorithm in sorted({run.experiment.algorithm for run in runs})
+            for curve in baselines.curves(task, algorithm, up_to=longest)]

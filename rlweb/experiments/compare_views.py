@@ -78,7 +78,8 @@ def compare_data(request):
     except compare.SelectionError as error:
         return JsonResponse({"error": str(error)}, status=400)
     return JsonResponse({"left_out": left_out, **compare.comparison(runs, options),
-                         "baselines": compare_stats.baseline_bands(runs)})
+                         "baselines": compare_stats.baseline_bands(runs),
+                         "baseline_curves": compare_stats.baseline_curves(runs)})
 
 
 def compare_statistics(request):

@@ -14,6 +14,8 @@ LunarLander-v2). The published id is returned with it, so a page can say what th
 import functools
 import json
 
+import numpy as np
+
 from rlweb.scores.normalise import DATA, atari_game, family, load
 
 FRAMES_PER_ATARI_STEP = 4
@@ -61,11 +63,20 @@ def _curve_files() -> list[dict]:
     return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
-def curves(env_id: str, algorithm: str | None = None) -> list[dict]:
+def cut(curve: dict, up_to: float) -> dict:
+    """A curve up to `up_to` agent steps, its last point interpolated there (a chart of a run spans no further)."""
+    steps = curve["steps"]
+    if up_to >= steps[-1]:
+        return curve
+    kept = [step for step in steps if step < up_to] + [up_to]
+    return {**curve, "steps": kept, **{key: np.interp(kept, steps, curve[key]).tolist() for key in ("mean", "low", "high")}}
+
+
+def curves(env_id: str, algorithm: str | None = None, up_to: float | None = None) -> list[dict]:
     """Published learning curves for this task, x in agent steps: {"label", "steps", "mean", "low", "high", ...}.
 
     A file's "frames_per_x" or "agent_steps_per_x" says what one unit of its x axis is; frames are divided by
-    the 4 frames of an Atari agent step, so the curve lines up with a run's steps.
+    the 4 frames of an Atari agent step, so the curve lines up with a run's steps. `up_to`: cut there (cut()).
     """
     found = []
     for source in _curve_files():
@@ -85,4 +96,4 @@ def curves(env_id: str, algorithm: str | None = None) -> list[dict]:
                     "high": curve["high"], "band": curve.get("band", source.get("band", "")),
                     "x_note": source["x_note"], "source": source["source"], "licence": source["licence"],
                 })
-    return found
+    return found if up_to is None else [cut(curve, up_to) for curve in found]

@@ -212,6 +212,8 @@ function layout(metric, traces) {
 // Published final scores (RL Zoo) of the runs' task and algorithms, as bands (mean ± std) across the return charts:
 // a final score, so the band spans every step; its label says after how many agent steps it was published.
 function baselineBands(metric) {
+  const curves = baselineCurveTraces(metric).length ? data.baseline_curves : [];
+  if (curves.length && !data.baselines?.length) return {annotations: curveNotes(curves)};
   if (!data.baselines?.length || !["eval/return_mean", "rollout/episode_return"].includes(metric.key)) return {};
   return {
     shapes: data.baselines.map((band) => ({type: "rect", xref: "paper", x0: 0, x1: 1, yref: "y", layer: "below",
@@ -221,8 +223,15 @@ function baselineBands(metric) {
     annotations: data.baselines.map((band) => ({xref: "paper", x: 0.01, xanchor: "left", yref: "y", y: band.mean,
                                                  showarrow: false, font: {size: 10, color: "#555b6e"},
                                                  text: `${band.text} (${band.published_env_id})`,
-                                                 hovertext: band.x_note})),
+                                                 hovertext: band.x_note})).concat(curveNotes(curves)),
   };
+}
+
+function curveNotes(curves) {  // on the chart: the published curves' x axis is agent steps too
+  return curves.map((curve, index) => ({xref: "paper", x: 1, xanchor: "right", yref: "paper", y: 0.02 + 0.08 * index,
+                                        yanchor: "bottom", showarrow: false, font: {size: 10, color: "#555b6e"},
+                                        bgcolor: "rgba(255, 255, 255, 0.7)", hovertext: curve.x_note,
+                                        text: `dashed: ${curve.label} on ${curve.published_env_id}, x in agent steps`}));
 }
 
 function fileName(metric) {
@@ -290,13 +299,26 @@ function systemGroup() {
   return group;
 }
 
+// Published learning curves (Dopamine's, in agent steps) of the runs' task and algorithms, behind the runs' training
+// returns: the band of the published runs and their mean, dashed.
+function baselineCurveTraces(metric) {
+  if (metric.key !== "rollout/episode_return" || data.options.x !== "step" || !data.baseline_curves) return [];
+  return data.baseline_curves.flatMap((curve) => [
+    {x: curve.steps, y: curve.high, type: "scatter", mode: "lines", line: {width: 0}, hoverinfo: "skip", showlegend: false},
+    {x: curve.steps, y: curve.low, type: "scatter", mode: "lines", line: {width: 0}, fill: "tonexty",
+     fillcolor: "rgba(110, 110, 110, 0.14)", hoverinfo: "skip", showlegend: false},
+    {x: curve.steps, y: curve.mean, type: "scatter", mode: "lines", line: {width: 1.5, dash: "dash", color: "#6b7080"},
+     name: `${curve.label} (${curve.published_env_id}; ${curve.x_note}; band: ${curve.band})`},
+  ]);
+}
+
 function draw() {
   const weight = Number(smoothingInput.value);
   const keys = new Set(data.metrics.map((metric) => metric.key));
   chartList.querySelectorAll(".chart-card").forEach((card) => { if (!keys.has(card.dataset.metric)) card.remove(); });
   document.getElementById("compare-system-group")?.toggleAttribute("hidden", ![...keys].some((key) => key.startsWith("system/")));
   const drawn = data.metrics.map((metric) => {
-    const traces = grouped() ? groupTraces(metric, weight) : runTraces(metric, weight);
+    const traces = [...baselineCurveTraces(metric), ...(grouped() ? groupTraces(metric, weight) : runTraces(metric, weight))];
     return Plotly.react(chartFor(metric), traces, layout(metric, traces), config(metric));
   });
   drawLegend();

@@ -379,7 +379,11 @@ def test_statistics_across_tasks_show_rliables_aggregates_per_algorithm_and_rl_z
     chart = ".chart-card[data-metric='eval/return_mean'] .chart"
     page.wait_for_function(f"document.querySelector(\"{chart}\")?.layout?.shapes?.length === 1")
     page.locator(".chart-card[data-metric='eval/return_mean']").screenshot(path=str(SCREENSHOTS / "run-baseline.png"))
-    page.goto(f"{base}/runs/{site_stack.orm(PONG_RUN)}/")  # Dopamine's curve, its iterations in agent steps
+    pong = site_stack.orm(PONG_RUN)
+    page.goto(f"{base}/compare/?runs={pong}")  # the compare page draws it too
+    page.wait_for_function(READY)
+    assert page.evaluate(f"{RETURN_CHART}.data.some((trace) => trace.name?.startsWith('Dopamine dqn (ALE/Pong-v5'))")
+    page.goto(f"{base}/runs/{pong}/")  # Dopamine's curve, its iterations in agent steps
     returns = ".chart-card[data-metric='rollout/episode_return'] .chart"
     page.wait_for_function(f"document.querySelector(\"{returns}\")?.data?.some((trace) => "
                            "trace.name?.startsWith('Dopamine dqn (ALE/Pong-v5') && trace.x[1] === 2500000)")

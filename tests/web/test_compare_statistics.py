@@ -152,3 +152,12 @@ def test_the_api_answers_the_same_statistics_and_refuses_bad_options(owner_api, 
     refused = owner_api.get("/api/statistics", query(suite, count="worst"))
     assert refused.status_code == 400 and refused.json()["detail"].startswith("count")
     assert stranger_api.get("/api/statistics", params).json()["groups"] == []
+
+
+def test_the_compare_data_of_pong_dqn_runs_carries_dopamines_curve_cut_at_their_budget(owner_client, make_experiment):
+    experiment = make_experiment(algorithm="dqn", env_id="ALE/Pong-v5", total_steps=3_000_000)
+    runs = [Run.objects.create(experiment=experiment, seed=seed, total_steps=3_000_000) for seed in (0, 1)]
+    data = owner_client.get(reverse("compare-data"), {"runs": ",".join(str(run.pk) for run in runs)}).json()
+    [curve] = data["baseline_curves"]
+    assert curve["label"] == "Dopamine dqn" and curve["steps"] == [0, 2_500_000, 3_000_000]
+    assert [band["label"] for band in data["baselines"]] == ["RL Zoo DQN"]

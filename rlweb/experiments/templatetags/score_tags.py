@@ -1,7 +1,6 @@
 """Where a run stands: its final (or latest) evaluation beside the published score for its task and algorithm, and
 its normalised score (rlweb.scores), on the run page; the published band for its return charts."""
 
-import numpy as np
 from django import template
 
 from rlweb.experiments.compare_stats import baseline_bands
@@ -25,14 +24,7 @@ def run_standing(run):
 
 
 def curves_within(run) -> list[dict]:
-    """Published learning curves for the run's task and algorithm, cut at its budget of agent steps (the last point
-    interpolated there), so that they span the run's chart and no further."""
-    curves = []
-    for curve in baselines.curves(run.experiment.env_id, run.experiment.algorithm):
-        steps = curve["steps"]
-        kept = [step for step in steps if step < run.total_steps]
-        cut = kept + [run.total_steps] if run.total_steps <= steps[-1] else steps
-        columns = {key: np.interp(cut, steps, curve[key]).tolist() for key in ("mean", "low", "high")}
-        curves.append({**{key: curve[key] for key in ("label", "published_env_id", "band", "x_note", "source")},
-                       "steps": cut, **columns})
-    return curves
+    """Published learning curves for the run's task and algorithm, cut at its budget of agent steps."""
+    return [{key: curve[key] for key in ("label", "published_env_id", "band", "x_note", "source", "steps", "mean",
+                                          "low", "high")}
+            for curve in baselines.curves(run.experiment.env_id, run.experiment.algorithm, up_to=run.total_steps)]
