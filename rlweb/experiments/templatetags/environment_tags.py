@@ -1,6 +1,8 @@
 """The "Environment" card of a run page and the environment diff of the compare page: what made a run (recorded by
 its worker, trainer/provenance.py), or what a logged run's script reported (rlweb/logged)."""
 
+import re
+
 from django import template
 from trainer import provenance
 
@@ -32,8 +34,10 @@ def shown_rows(record: dict, logged: bool) -> list[tuple[str, str, str]]:
 def environment_panel(run) -> dict:
     record = recorded(run)
     logged = run.experiment.is_logged
-    return {"rows": shown_rows(record, logged) if record else [], "command": record.get("command", ""),
-            "logged": logged, "waiting": run.status == run.Status.QUEUED}
+    command = record.get("command", "")
+    # shown an option and its value to a piece, each kept on one line; the pieces joined by spaces are the command
+    return {"rows": shown_rows(record, logged) if record else [], "command": command,
+            "pieces": re.split(r" (?=--)", command), "logged": logged, "waiting": run.status == run.Status.QUEUED}
 
 
 @register.inclusion_tag("experiments/_environment_diff.html")
