@@ -39,6 +39,7 @@ SEED = 0
 INLINE_DRAWS = 1_000_000  # scores x reps up to this are bootstrapped in the request (about 0.1 s; 5 x 10 x 10
 # x 10,000 took 0.6 to 1.5 s on a busy 2-core machine, and a cached page of those 500 runs 0.1 s)
 CACHE_SECONDS = 7 * 24 * 3600
+ENDED_UNSCORED = (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.PRUNED)  # a lost run may still resume
 
 
 def normalised(env_id: str, score: float) -> float | None:
@@ -126,13 +127,24 @@ def score_matrices(suite: Suite, rows: list[dict]) -> tuple[dict[str, np.ndarray
             continue
         missing = sum(suite.num_seeds - len(by_cell.get((algorithm, env_id), {})) for algorithm in suite.algorithms)
         if missing:
-            left_out[env_id] = f"{missing} run{'s' if missing != 1 else ''} without a score yet"
+            left_out[env_id] = missing_text(missing, sum(row["env_id"] == env_id and row["score"] is None
+                                                         and row["status"] in ENDED_UNSCORED for row in rows))
             continue
         used.append(env_id)
     matrices = {algorithm: np.array([[by_cell[(algorithm, env_id)][seed] for env_id in used]
                                      for seed in sorted(by_cell.get((algorithm, used[0]), {}))])
                 for algorithm in suite.algorithms} if used else {}
     return matrices, used, left_out
+
+
+def missing_text(missing: int, ended: int) -> str:
+    """"3 runs without a score yet", "1 run ended without a score (failed or cancelled)", or both."""
+    def runs(count: int) -> str:
+        return f"{count} run{'s' if count != 1 else ''}"
+    parts = [f"{runs(ended)} ended without a score (failed or cancelled)"] if ended else []
+    if missing > ended:
+        parts.append(f"{runs(missing - ended)} without a score yet")
+    return ", ".join(parts)
 
 
 def cache_key(matrices: dict[str, np.ndarray], reps: int, seed: int) -> str:

@@ -199,6 +199,10 @@ def test_a_task_without_every_score_is_left_out_and_says_why(scored_suite, owner
     found = owner_client.get(reverse("suite-data", args=[scored_suite.pk])).json()["aggregates"]
     assert found["tasks"] == ["CartPole-v1", "MountainCar-v0"]
     assert found["left_out"] == {"Acrobot-v1": "1 run without a score yet"}
+    Run.objects.filter(experiment__suite_task__suite=scored_suite, experiment__env_id="Acrobot-v1").update(
+        status="failed")
+    found = owner_client.get(reverse("suite-data", args=[scored_suite.pk])).json()["aggregates"]
+    assert found["left_out"] == {"Acrobot-v1": "4 runs ended without a score (failed or cancelled)"}
 
 
 def test_the_aggregates_are_cached_per_score_matrix(scored_suite, owner_client, monkeypatch):
