@@ -103,7 +103,8 @@ class SuiteForm(forms.Form):
                                                "has some for the environment; else the algorithm's defaults.")
     overrides = forms.CharField(
         label="Hyperparameters", required=False, max_length=4000,
-        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "placeholder": "learning_rate=3e-4\nppo.n_steps=128"}),
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false",
+                                     "placeholder": "learning_rate=3e-4\nppo.n_steps=128"}),
         help_text="On top of the presets, one a line: name=value for every algorithm that has it, or "
                   "algorithm.name=value for one.")
     project = forms.ModelChoiceField(queryset=Project.objects.none(), required=False, empty_label="None: private",

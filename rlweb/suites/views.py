@@ -1,6 +1,6 @@
 """Suite pages: the list, the form, the live page with its data, the downloads (scores and aggregates as CSV, the
-whole report as one HTML file that opens offline), the cancel and the delete. Every suite is fetched through `owned_suite`:
-404 for other users' (but a project's members), 403 to act as a viewer."""
+whole report as one HTML file that opens offline), the cancel and the delete. Every suite is fetched through
+`owned_suite`: 404 for other users' (but a project's members), 403 to act as a viewer."""
 
 from __future__ import annotations
 
@@ -118,7 +118,8 @@ def suite_report(request, suite_id: int):
     suite = owned_suite(request, suite_id)
     data = report.page_data(suite, score_choice(request), inline=True)
     html = render_to_string("suites/report.html", {
-        "suite": suite, "data": data, "plotly": static_text(plotly_path()), "script": static_text("suites/suite_report.js"),
+        "suite": suite, "data": data, "plotly": static_text(plotly_path()),
+        "script": static_text("suites/suite_report.js"),
         "styles": static_text("suites/suite.css")})
     response = HttpResponse(html, content_type="text/html; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{file_stem(suite)}-report.html"'

@@ -23,7 +23,8 @@ from rlweb.suites.forms import ENV_LISTS
 from rlweb.suites.models import Suite
 from tests.web.helpers import PASSWORD
 
-TINY = "hidden_layers=16\ndqn.learning_starts=50\ndqn.buffer_size=1000\ndqn.batch_size=16\nppo.num_envs=2\nppo.n_steps=32\nppo.batch_size=32"
+TINY = ("hidden_layers=16\ndqn.learning_starts=50\ndqn.buffer_size=1000\ndqn.batch_size=16\nppo.num_envs=2\n"
+        "ppo.n_steps=32\nppo.batch_size=32")
 
 
 def suite_data(**overrides) -> dict:
