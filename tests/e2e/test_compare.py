@@ -383,6 +383,8 @@ def test_statistics_across_tasks_show_rliables_aggregates_per_algorithm_and_rl_z
     page.goto(f"{base}/compare/?runs={pong}")  # the compare page draws it too
     page.wait_for_function(READY)
     assert page.evaluate(f"{RETURN_CHART}.data.some((trace) => trace.name?.startsWith('Dopamine dqn (ALE/Pong-v5'))")
+    page.locator(".chart-card[data-metric='rollout/episode_return']").screenshot(
+        path=str(SCREENSHOTS / "compare-baseline-curve.png"))
     page.goto(f"{base}/runs/{pong}/")  # Dopamine's curve, its iterations in agent steps
     returns = ".chart-card[data-metric='rollout/episode_return'] .chart"
     page.wait_for_function(f"document.querySelector(\"{returns}\")?.data?.some((trace) => "
