@@ -38,8 +38,9 @@ def project_detail(request, project_id: int):
     return render(request, "projects/project_detail.html", {
         "project": project, "role": access.role_of(request.user, project),
         "members": project.memberships.select_related("user"), "form": MemberForm(project=project),
-        "experiments": project.experiments.filter(sweep_trial__isnull=True).order_by("-created")[:50],
-        "sweeps": project.sweeps.order_by("-created")[:50]})
+        "experiments": project.experiments.filter(sweep_trial__isnull=True, suite_task__isnull=True).order_by(
+            "-created")[:50],
+        "sweeps": project.sweeps.order_by("-created")[:50], "suites": project.suites.order_by("-created")[:50]})
 
 
 @require_POST

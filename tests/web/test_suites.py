@@ -296,3 +296,5 @@ def test_a_suite_in_a_project_needs_the_owner_to_be_its_editor(owner, owner_clie
     Membership.objects.filter(project=project).update(role="editor")
     owner_client.post(reverse("suite-new"), suite_data(env_ids="CartPole-v1", num_seeds="1", project=str(project.pk)))
     assert set(Experiment.objects.values_list("project__name", flat=True)) == {"theirs"}
+    page = owner_client.get(project.get_absolute_url()).content.decode()  # the suite, not its experiments one by one
+    assert Suite.objects.get().get_absolute_url() in page and "CartPole DQN" not in page
