@@ -16,7 +16,7 @@ from ninja import Field, File, Form, Router, Schema, Status
 from ninja.decorators import decorate_view
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
-from pydantic import ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator
 from typing_extensions import TypedDict  # pydantic reads a TypedDict's config only from this one on Python < 3.12
 
 from rlweb.api.schemas import Body
@@ -69,7 +69,11 @@ class Point(TypedDict):
                                                         "dropped.")]
 
 
-class PointsIn(Body):
+class PointsIn(BaseModel):
+    """A batch of points: a plain pydantic model, not a ninja Schema (Body), whose wrapping validator validates a
+    body with unknown fields refused twice, the second time through its getter for ORM objects."""
+
+    model_config = ConfigDict(extra="forbid")  # as Body's
     points: list[Point] = Field(max_length=runs.MAX_POINTS)
 
     @field_validator("points")

@@ -174,6 +174,15 @@ def test_requests_that_break_the_protocol_get_422_naming_the_field(api, points, 
     assert LoggedRun.objects.get(pk=run_id).stored_through == 0
 
 
+def test_a_points_body_with_an_unknown_field_or_a_time_that_is_not_finite_gets_422_naming_it(api):
+    run_id = api.create()
+    answer = api.post(f"/api/logged-runs/{run_id}/points", {"points": [point(1, a=1.0)], "tags": ["x"]})
+    assert answer.status_code == 422 and "tags" in json.dumps(answer.json()["detail"])
+    answer = api.post(f"/api/logged-runs/{run_id}/points", '{"points": [{"seq": 1, "step": 0, "time": NaN, '
+                                                            '"values": {"a": 1.0}}]}')
+    assert answer.status_code in (400, 422) and LoggedRun.objects.get(pk=run_id).stored_through == 0
+
+
 def test_videos_and_checkpoints_are_stored_like_the_trainers_and_downloaded_from_the_pages(api, owner_client):
     run_id = api.create()
     video = api.upload(run_id, "video", 300, b"\x00\x00\x00\x18ftypmp42", "episode.mp4")
