@@ -243,14 +243,14 @@ def compute_and_store(key: str) -> str:
         logger.exception("compare statistics %s failed", key)
         result = {"state": "failed", "error": f"The statistics could not be computed: {error}"}
         client.set(key, json.dumps(result), ex=PENDING_SECONDS)
-    client.delete(f"{key}:pending")
+    client.delete(f"{key}:pending", f"{key}:input")
     return result["state"]
 
 
 def start(key: str, inputs: dict) -> None:
     """Store the input and start its computation once (a Celery task on the jobs queue where a worker serves it)."""
     client = redis_client()
-    client.set(f"{key}:input", json.dumps(inputs), ex=RESULT_SECONDS)
+    client.set(f"{key}:input", json.dumps(inputs), ex=PENDING_SECONDS)  # read once, when the computation starts
     if not client.set(f"{key}:pending", "1", nx=True, ex=PENDING_SECONDS):
         return  # already under way
     if settings.JOBS_QUEUE in workers.served_queues(workers.live_workers()):
