@@ -105,6 +105,34 @@ def bare_env_rate(kind: str, num_envs: int = 8, seconds: float = 5.0) -> tuple[f
     return rates
 
 
+def ppo_network_ms(rounds: int = 5) -> dict[str, float]:
+    """CPU milliseconds per env step of the network passes PPO with RL Zoo's Atari settings cannot skip, one torch
+    thread, our ActorCritic (the Nature CNN, its policy and value heads): one forward at acting (8 envs at a time) and,
+    per rollout of 1,024, 4 epochs of forward and backward in minibatches of 256 (medians over `rounds`)."""
+    import numpy as np
+    import torch
+
+    import trainer
+
+    torch.set_num_threads(1)
+    agent = trainer.make("ppo", ATARI_ID, seed=0, device="cpu", preset="auto")
+    network = agent.network
+    images = torch.as_tensor(np.random.default_rng(0).integers(0, 255, (256, 4, 84, 84), dtype=np.uint8))
+    actions = torch.zeros(256, dtype=torch.int64)
+    acting, training = [], []
+    for _ in range(rounds):
+        started = time.process_time()
+        with torch.no_grad():
+            for k in range(0, 256, 8):
+                network(images[k:k + 8])
+        acting.append((time.process_time() - started) / 256)
+        started = time.process_time()
+        distribution, values = network(images)
+        (distribution.log_prob(actions).mean() + values.mean()).backward()
+        training.append((time.process_time() - started) / 256 * 4)  # 4 epochs over every sample
+    return {"acting_ms": 1e3 * statistics.median(acting), "update_ms": 1e3 * statistics.median(training)}
+
+
 def in_own_process(function, *args):
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         return pool.apply(function, args)
@@ -206,6 +234,13 @@ def main(argv: list[str]) -> None:
             print(f"  {kind:<5} {statistics.median(v[0] for v in values):8,.0f} "
                   f"({statistics.median(v[1] for v in values):,.0f} per CPU second)", flush=True)
         results["bare"] = rates
+        network = in_own_process(ppo_network_ms)
+        ale_ms = 1e3 / statistics.median(v[1] for v in rates["ale"])
+        sb3_ms = 1e3 / statistics.median(v[1] for v in rates["sb3"])
+        print(f"PPO's network passes per env step (CPU ms, one thread): acting {network['acting_ms']:.2f}, update "
+              f"{network['update_ms']:.2f}; env step: ale-py {ale_ms:.2f}, SB3 {sb3_ms:.2f}. The least CPU time a "
+              f"PPO env step can take here: {ale_ms + network['acting_ms'] + network['update_ms']:.2f} ms", flush=True)
+        results["network"] = {**network, "ale_env_ms": ale_ms, "sb3_env_ms": sb3_ms}
     results.update(compare(args.algorithms, args.pairs, args.device, args.ppo_steps, args.dqn_steps,
                            args.dqn_learning_starts))
     if args.profile:
