@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from rlweb.experiments import lifecycle, redis_keys
-from rlweb.experiments.models import Experiment, Run
+from rlweb.experiments.models import Event, Experiment, Run
 from rlweb.projects.models import Membership, Project
 from rlweb.scores.aggregates import aggregate_scores
 from rlweb.suites import report, tasks
@@ -187,6 +188,18 @@ def test_the_page_data_holds_every_run_and_the_aggregates_that_rliable_would_giv
     cartpole = next(row for row in data["table"] if row["env_id"] == "CartPole-v1")
     assert cartpole["cells"]["ppo"] == {"n": 2, "mean": 153.5, "std": 3.5, "normalised": pytest.approx(
         np.mean([report.normalised("CartPole-v1", 150.0), report.normalised("CartPole-v1", 157.0)]))}
+
+
+def test_a_running_run_shows_its_latest_evaluation_and_no_score_yet(scored_suite, owner_client):
+    run = Run.objects.filter(experiment__suite_task__suite=scored_suite).first()
+    Run.objects.filter(pk=run.pk).update(status="running", heartbeat_at=timezone.now(), eval_return_mean=None,
+                                         steps_done=200)
+    for seq, value in ((1, 12.0), (2, 31.5)):
+        Event.objects.create(run=run, seq=seq, kind="eval", step=100 * seq, time=1.0,
+                             values={"eval/return_mean": value, "eval/return_std": 1.0})
+    row = next(row for row in owner_client.get(reverse("suite-data", args=[scored_suite.pk])).json()["runs"]
+               if row["id"] == run.pk)
+    assert (row["status"], row["latest_eval"], row["score"], row["progress"]) == ("running", 31.5, None, 50.0)
 
 
 def test_the_best_evaluation_can_be_the_score(scored_suite, owner_client):
