@@ -5,9 +5,10 @@ bound: under 1% of env steps per second.
    split adds to every env step (a timer around the envs' step and three clock reads in the runner). With a run's
    own speed (env steps per CPU second, sampling off) they give the share of its time they take.
 2. Training with sampling on and off in turns: one DQN agent trains `learn()` after `learn()` of 1024 env steps
-   each, every other one with sampling on (on, off, off, on, ...: the order alternates each pair), in env steps per
+   each, in rounds of three: sampling on, off, and off again (the order rotates each round), in env steps per
    CPU second (one torch thread: CPU time is the run's own work, less disturbed by other processes than wall-clock
-   time on a shared machine); the median of the per-pair ratios on / off. Each `learn()` makes a runner and a
+   time on a shared machine); the quartiles of the per-round ratios on / off, and off again / off for the noise
+   of the machine alone. Each `learn()` makes a runner and a
    fresh replay buffer, so the agent learns from its start (learning_starts 0: four training phases of 128 updates
    in each turn, as in a run past its start), and each turn pays a run's own costs (the sampler made, a last
    sample): more than a run pays. Short turns put both sides under the same load from the machine's other work.
@@ -15,8 +16,8 @@ bound: under 1% of env steps per second.
 The direct figure is also given at the speed of the steps before learning starts (acting and env steps only),
 where the time split weighs most.
 
-    python -m benchmarks system_metrics                     # 40 pairs of 1024 env steps (about 3 minutes)
-    python -m benchmarks system_metrics --pairs=80 --steps=2048
+    python -m benchmarks system_metrics                     # 40 rounds of 1024 env steps (about 4 minutes)
+    python -m benchmarks system_metrics --rounds=80 --steps=2048
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def per_step_seconds(steps: int = 200_000) -> float:
 
 def main(options: list[str]) -> None:
     torch.set_num_threads(1)
-    pairs = next((int(o.split("=", 1)[1]) for o in options if o.startswith("--pairs=")), 40)
+    rounds = next((int(o.split("=", 1)[1]) for o in options if o.startswith("--rounds=")), 40)
     steps = next((int(o.split("=", 1)[1]) for o in options if o.startswith("--steps=")), 1024)
     saved = os.environ.get(system_metrics.INTERVAL_VARIABLE)
     interval = system_metrics.INTERVAL_SECONDS
@@ -87,18 +88,21 @@ def main(options: list[str]) -> None:
             print(f"{label}: {speed:.0f} env steps per CPU second; one sample {sample * 1e6:.0f} us of CPU every "
                   f"{interval:g} s ({100 * sample / interval:.4f}%), the time split {step * 1e9:.0f} ns per env step "
                   f"({100 * step * speed:.3f}%): {100 * share:.3f}% of the time", flush=True)
-        rates = {"on": [], "off": []}
+        # a third turn with sampling off too: off / off shows what the machine's noise alone gives
+        rates = {"on": [], "off": [], "control": []}
         samples = SampleCount()
-        for pair in range(pairs):
-            for name in (("on", "off") if pair % 2 == 0 else ("off", "on")):
+        for round_ in range(rounds):
+            names = ("on", "off", "control")[round_ % 3:] + ("on", "off", "control")[:round_ % 3]
+            for name in names:
                 os.environ[system_metrics.INTERVAL_VARIABLE] = str(interval if name == "on" else 0)
                 rates[name].append(steps / cpu_seconds(agent, steps, samples))
-        ratios = sorted(a / b for a, b in zip(rates["on"], rates["off"]))
-        quartiles = statistics.quantiles(ratios, n=4)
-        print(f"{pairs} pairs of {steps} env steps in turns ({samples.samples} samples): median on "
-              f"{statistics.median(rates['on']):.0f}, off {statistics.median(rates['off']):.0f} env steps per CPU "
-              f"second; on / off per pair: quartiles {quartiles[0]:.3f}, {quartiles[1]:.3f}, {quartiles[2]:.3f} "
-              f"({100 * (1 - quartiles[1]):+.2f}% slower with sampling)", flush=True)
+        print(f"{rounds} rounds of {steps} env steps with sampling on, off and off again, in turns ({samples.samples} "
+              f"samples): median on {statistics.median(rates['on']):.0f}, off {statistics.median(rates['off']):.0f} "
+              f"env steps per CPU second", flush=True)
+        for label, side in (("on / off", "on"), ("off again / off (noise)", "control")):
+            quartiles = statistics.quantiles(sorted(a / b for a, b in zip(rates[side], rates["off"])), n=4)
+            print(f"  {label}: quartiles of the per-round ratios {quartiles[0]:.3f}, {quartiles[1]:.3f}, "
+                  f"{quartiles[2]:.3f} (median {100 * (quartiles[1] - 1):+.2f}%)", flush=True)
     finally:
         if saved is None:
             os.environ.pop(system_metrics.INTERVAL_VARIABLE, None)
