@@ -7,7 +7,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from rlweb.celery import LOST_RUN_REAP_SECONDS, app
+from rlweb.alerts.tasks import resend_alerts
+from rlweb.celery import ALERT_CHORE_SECONDS, LOST_RUN_REAP_SECONDS, app
 from rlweb.experiments.models import Run
 from rlweb.experiments.tasks import dispatch_runs, fail_stale_checkpoint_jobs, reap_lost_runs
 from rlweb.suites.tasks import advance_suites
@@ -19,12 +20,13 @@ def test_beat_sends_each_chore_on_its_own_and_drops_those_that_waited_too_long(s
     tasks = {name: entry["task"] for name, entry in schedule.items()}
     assert tasks == {"reap-lost-runs": reap_lost_runs.name, "advance-sweeps": advance_sweeps.name,
                      "fail-stale-checkpoint-jobs": fail_stale_checkpoint_jobs.name,
-                     "dispatch-runs": dispatch_runs.name, "advance-suites": advance_suites.name}
+                     "dispatch-runs": dispatch_runs.name, "advance-suites": advance_suites.name,
+                     "resend-alerts": resend_alerts.name}
     assert all(task in app.tasks for task in tasks.values())
     assert schedule["reap-lost-runs"]["schedule"] == LOST_RUN_REAP_SECONDS == 10 < settings.HEARTBEAT_TIMEOUT
     assert schedule["dispatch-runs"]["schedule"] == 5  # the scheduler's safety net: a waiting run starts soon
     for name, entry in schedule.items():
-        assert entry["schedule"] == (5 if name == "dispatch-runs" else 10)
+        assert entry["schedule"] == {"dispatch-runs": 5, "resend-alerts": ALERT_CHORE_SECONDS}.get(name, 10)
         assert entry["options"]["expires"] == entry["schedule"]  # none pile up behind a long run
 
 

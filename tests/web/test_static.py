@@ -14,7 +14,7 @@ TEMPLATES = settings.BASE_DIR / "templates"
 STATIC = settings.BASE_DIR / "static"
 PLOTLY_INCLUDE = "_plotly.html"
 CHART_PAGES = {"experiments/run_detail.html", "experiments/compare.html", "sweeps/sweep_detail.html",
-               "suites/suite_detail.html"}
+               "suites/suite_detail.html", "sweeps/pbt_detail.html"}
 
 
 def plotly_script() -> str:
