@@ -79,7 +79,7 @@ def summarize(run_id: int, events) -> None:
         changed.append(Q(key=key, index__gte=first))
         written += buckets
     rows.filter(functools.reduce(operator.or_, changed)).delete()
-    bulk_rows.insert(MetricBucket, BUCKET_FIELDS, json.dumps(written), run_id=run_id)
+    bulk_rows.insert(MetricBucket, BUCKET_FIELDS, bulk_rows.json_text(written), run_id=run_id)  # finite numbers
 
 
 def fold(run_id: int, key: str, points: list[tuple], last: dict | None) -> tuple[int, list[dict]]:

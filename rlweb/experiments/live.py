@@ -44,8 +44,23 @@ def async_redis_client() -> redis.asyncio.Redis:
 
 # --- following a run: server-sent events ------------------------------------------------------------------
 
+class Streamed(dict):
+    """A record read from a run's Redis stream, with the JSON it was read from (`text`), which its message sends on
+    as it is: a run at 1,000 points a second spares a json.dumps of each of them."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        super().__init__(json.loads(text))
+        self.text = text
+
+
+def record_json(record: dict) -> str:
+    return record.text if isinstance(record, Streamed) else json.dumps(record)
+
+
 def event_message(record: dict) -> str:
-    return f"id: {record['seq']}\ndata: {json.dumps(record)}\n\n"
+    return f"id: {record['seq']}\ndata: {record_json(record)}\n\n"
 
 
 def end_message(status: str) -> str:
@@ -78,7 +93,7 @@ class RunMessages(Messages):
         self.reset = f"event: reset\ndata: {json.dumps({'run': run_id})}\n\n"
 
     def event(self, record: dict) -> str:
-        return f"data: {json.dumps({'run': self.run_id, **record})}\n\n"
+        return f'data: {{"run": {self.run_id}, {record_json(record)[1:]}\n\n'  # a record is a JSON object: {"seq": ...
 
     def end(self, status: str) -> str:
         return f"event: end\ndata: {json.dumps({'run': self.run_id, 'status': status})}\n\n"
@@ -89,7 +104,7 @@ ONE_RUN = Messages()
 
 def stream_records(reply) -> list[dict]:
     """The events in an XREAD reply."""
-    return [json.loads(fields["event"]) for _, entries in (reply or []) for _, fields in entries]
+    return [Streamed(fields["event"]) for _, entries in (reply or []) for _, fields in entries]
 
 
 def run_status(run_id: int, last_seq: int = 0) -> str:

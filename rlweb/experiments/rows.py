@@ -10,7 +10,17 @@ from __future__ import annotations
 
 import json
 
+import orjson
 from django.db import connection
+
+
+def json_text(value) -> str:
+    """`value` as JSON text: orjson's (ten times as fast as json.dumps on an event), or json.dumps's for what orjson
+    refuses (an int past 64 bits). Not for values that may be NaN: orjson writes null."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value)
 
 
 def insert(model, columns: tuple[str, ...], rows_json: str, **constants) -> None:

@@ -22,7 +22,6 @@ so does Cancel on its page.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import re
@@ -291,7 +290,7 @@ def store(run: Run, events: list[dict]) -> list[tuple[dict, str]]:
         return []
     seq = run.stored_seq()
     records = [{"seq": seq + number, **event} for number, event in enumerate(events, start=1)]
-    texts = [json.dumps(record) for record in records]
+    texts = [rows.json_text(record) for record in records]  # the values are finite numbers, or text
     rows.insert(Event, ("seq", "kind", "step", "time", "values"), "[" + ",".join(texts) + "]", run_id=run.pk)
     summarize(run.pk, records)
     step = max(record["step"] for record in records)
