@@ -71,8 +71,8 @@ def summarize(run_id: int, events) -> None:
         return
     rows = MetricBucket.objects.filter(run_id=run_id)
     last_index = rows.filter(key=OuterRef("key")).order_by("-index").values("index")[:1]
-    lasts = {bucket["key"]: bucket
-             for bucket in rows.filter(key__in=list(points), index=Subquery(last_index)).values(*BUCKET_FIELDS)}
+    lasts = {bucket["key"]: bucket for bucket in bucket_dicts(rows.filter(key__in=list(points),
+                                                                          index=Subquery(last_index)))}
     changed, written = [], []
     for key, key_points in points.items():
         first, buckets = fold(run_id, key, key_points, lasts.get(key))
@@ -80,6 +80,14 @@ def summarize(run_id: int, events) -> None:
         written += buckets
     rows.filter(functools.reduce(operator.or_, changed)).delete()
     bulk_rows.insert(MetricBucket, BUCKET_FIELDS, bulk_rows.json_text(written), run_id=run_id)  # finite numbers
+
+
+def bucket_dicts(rows) -> list[dict]:
+    """The buckets of `rows` (a MetricBucket queryset) as dicts of BUCKET_FIELDS, their JSON decoded at once (a
+    merge reads 511 of them, 1,022 JSON values)."""
+    found = list(rows.values_list(*BUCKET_FIELDS[:-2], Cast("points", TextField()), Cast("band", TextField())))
+    decoded = json.loads("[" + ",".join(f"[{points},{band or 'null'}]" for *_, points, band in found) + "]")
+    return [dict(zip(BUCKET_FIELDS, (*row[:-2], points, band))) for row, (points, band) in zip(found, decoded)]
 
 
 def fold(run_id: int, key: str, points: list[tuple], last: dict | None) -> tuple[int, list[dict]]:
@@ -98,7 +106,7 @@ def fold(run_id: int, key: str, points: list[tuple], last: dict | None) -> tuple
             continue
         if first + len(buckets) == MAX_BUCKETS:  # all full: merge them in pairs, each twice as wide
             earlier = MetricBucket.objects.filter(run_id=run_id, key=key, index__lt=first).order_by("index")
-            buckets = merged(list(earlier.values(*BUCKET_FIELDS)) + buckets)
+            buckets = merged(bucket_dicts(earlier) + buckets)
             first, width = 0, width * 2
             continue
         seq, step, time, value, band = points[at]
