@@ -34,7 +34,8 @@ from pathlib import Path
 ATARI_ID = "ALE/Pong-v5"
 
 
-def ppo_run(side: str, seed: int, steps: int, device: str = "cpu", threads: int = 1) -> tuple[float, float]:
+def ppo_run(side: str, seed: int, steps: int, device: str = "cpu", threads: int = 1,
+            precision: str = "float32") -> tuple[float, float]:
     """Env steps per second of wall time and of this process's CPU time (all its threads) of one PPO run, learning
     included."""
     import torch
@@ -46,7 +47,8 @@ def ppo_run(side: str, seed: int, steps: int, device: str = "cpu", threads: int 
         import stable_baselines3  # noqa: F401  (imports are not timed; building the envs and model is, both sides)
     wall, cpu = time.perf_counter(), time.process_time()
     if side == "rlweb":  # our envs are built inside learn(): ale-py's take about 0.4 s of CPU each
-        trainer.make("ppo", ATARI_ID, seed=seed, device=device, preset="auto").learn(steps, eval_episodes=0)
+        trainer.make("ppo", ATARI_ID, seed=seed, device=device, preset="auto", precision=precision).learn(
+            steps, eval_episodes=0)
     else:
         sb3_ppo_model(seed, device).learn(steps)
     return steps / (time.perf_counter() - wall), steps / (time.process_time() - cpu)
@@ -156,12 +158,13 @@ def interleaved(run, pairs: int, *args) -> dict:
             "cpu_ratio": statistics.median(cpu["rlweb"]) / statistics.median(cpu["sb3"])}
 
 
-def compare(algorithms, pairs: int, device: str, ppo_steps: int, dqn_steps: int, dqn_learning_starts: int) -> dict:
+def compare(algorithms, pairs: int, device: str, ppo_steps: int, dqn_steps: int, dqn_learning_starts: int,
+            precision: str = "float32") -> dict:
     results = {}
     if "ppo" in algorithms:
         print(f"PPO on {ATARI_ID}, RL Zoo's Atari settings (8 envs), {ppo_steps:,} env steps, learning included, "
-              f"on {device}; {pairs} interleaved pairs, {os.cpu_count()} CPUs", flush=True)
-        results["ppo"] = interleaved(ppo_run, pairs, ppo_steps, device)
+              f"on {device}, ours in {precision}; {pairs} interleaved pairs, {os.cpu_count()} CPUs", flush=True)
+        results["ppo"] = interleaved(ppo_run, pairs, ppo_steps, device, 1, precision)
     if "dqn" in algorithms:
         print(f"DQN on {ATARI_ID}, our atari preset on both sides, {dqn_steps:,} env steps learning from "
               f"{dqn_learning_starts:,}, on {device}; {pairs} interleaved pairs", flush=True)
@@ -218,6 +221,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--ppo-steps", type=int, default=8_192)
     parser.add_argument("--dqn-steps", type=int, default=6_000)
     parser.add_argument("--dqn-learning-starts", type=int, default=1_000)
+    parser.add_argument("--precision", default="float32", choices=["float32", "bfloat16"],
+                        help="our PPO's image encoder (SB3 stays float32)")
     parser.add_argument("--profile", action="store_true", help="also py-spy profiles of one PPO run of each side")
     parser.add_argument("--bare", action="store_true", help="also 8 envs stepped with random actions, no learning: "
                                                             "ale-py's vector env, our wrappers, SB3's")
@@ -242,7 +247,7 @@ def main(argv: list[str]) -> None:
               f"PPO env step can take here: {ale_ms + network['acting_ms'] + network['update_ms']:.2f} ms", flush=True)
         results["network"] = {**network, "ale_env_ms": ale_ms, "sb3_env_ms": sb3_ms}
     results.update(compare(args.algorithms, args.pairs, args.device, args.ppo_steps, args.dqn_steps,
-                           args.dqn_learning_starts))
+                           args.dqn_learning_starts, args.precision))
     if args.profile:
         with tempfile.TemporaryDirectory() as folder:
             for side in ("rlweb", "sb3"):

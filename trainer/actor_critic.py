@@ -42,6 +42,7 @@ class ActorCritic(nn.Module):
                  shared: bool = False, value_heads: int = 1, orthogonal_init: bool = True, log_std_init: float = 0.0):
         super().__init__()
         self.encoder = ObservationEncoder(observation_space)
+        self.bfloat16_encoder = False  # set by an algorithm with precision=bfloat16
         features = hidden_layers[-1] if hidden_layers else self.encoder.output_size
         self.actor_body = body(self.encoder.output_size, hidden_layers, activation)  # the trunk, when shared
         self.shared = shared
@@ -65,7 +66,7 @@ class ActorCritic(nn.Module):
 
     def forward(self, observations: torch.Tensor):
         """(action distribution, values of shape (batch, value_heads))."""
-        features = self.encoder(observations)
+        features = self.encode(observations)
         actor_features = run_layers(self._actor_layers, features)
         critic_features = actor_features if self.shared else run_layers(self._critic_layers, features)
         return self.policy.forward(actor_features), self._values(critic_features)
@@ -74,10 +75,18 @@ class ActorCritic(nn.Module):
         return F.linear(features, self.value.weight, self.value.bias)
 
     def distribution(self, observations: torch.Tensor):
-        return self.policy.forward(run_layers(self._actor_layers, self.encoder(observations)))
+        return self.policy.forward(run_layers(self._actor_layers, self.encode(observations)))
 
     def values(self, observations: torch.Tensor) -> torch.Tensor:
-        return self._values(run_layers(self._critic_layers, self.encoder(observations)))
+        return self._values(run_layers(self._critic_layers, self.encode(observations)))
+
+    def encode(self, observations: torch.Tensor) -> torch.Tensor:
+        """The encoder's features, in float32; with `bfloat16_encoder` its passes run in bfloat16 (mixed precision)
+        and only its output comes back to float32, so the heads, log-probabilities and values stay float32."""
+        if not self.bfloat16_encoder:
+            return self.encoder(observations)
+        with torch.autocast(observations.device.type, dtype=torch.bfloat16):
+            return self.encoder(observations).float()
 
     def actor_parameters(self) -> list[nn.Parameter]:
         """The encoder, the actor body (the trunk, when shared) and the policy head."""

@@ -76,3 +76,18 @@ def test_on_a_gpu_rollouts_stay_there_as_uint8_and_metrics_are_read_at_reports(a
     agent.learn(64, sink=sink, eval_episodes=0, log_interval=32)
     losses = [event["values"]["train/loss"] for event in sink.events if event["kind"] == "train"]
     assert losses and all(isinstance(loss, float) and np.isfinite(loss) for loss in losses)
+
+
+def test_ppo_in_bfloat16_runs_its_image_encoder_in_bfloat16_and_its_heads_in_float32():
+    agent = trainer.make("ppo", "ALE/Pong-v5", seed=0, device="cpu", preset="auto", precision="bfloat16", num_envs=2,
+                         n_steps=8, batch_size=8, n_epochs=1)
+    seen = []
+    agent.network.encoder.cnn.register_forward_hook(lambda module, inputs, output: seen.append(output.dtype))
+    images = torch.as_tensor(agent.observation_space.sample()[None])
+    distribution, values = agent.network(images)
+    assert seen == [torch.bfloat16] and values.dtype == distribution.logits.dtype == torch.float32
+    before = [p.detach().clone() for p in agent.network.parameters()]
+    agent.learn(32, eval_episodes=0)
+    assert any(not torch.equal(p, q) for p, q in zip(before, agent.network.parameters()))
+    float32 = trainer.make("ppo", "ALE/Pong-v5", seed=0, device="cpu", preset="auto")
+    assert not float32.network.bfloat16_encoder  # float32 unless asked
