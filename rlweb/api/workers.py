@@ -21,6 +21,7 @@ class WorkerOut(Schema):
     cores: int | None
     uptime_seconds: float
     heartbeat_age_seconds: float
+    load: dict[str, float]  # at its last beat: {"system/cpu_percent": ..., ...} (trainer/system_metrics.py); {}: unsaid
     run_id: int | None  # the run it trains, when it is yours
 
 
@@ -36,7 +37,7 @@ def worker_list(request):
     mine = dict(Run.objects.filter(status=Run.Status.RUNNING, experiment__owner=request.user,
                                    worker_node__in=[worker.node for worker in live]).values_list("worker_node", "pk"))
     return [{**{name: getattr(worker, name) for name in ("node", "host", "queues", "device", "gpu_memory_mb", "cores",
-                                                        "uptime_seconds", "heartbeat_age_seconds")},
+                                                        "uptime_seconds", "heartbeat_age_seconds", "load")},
              "run_id": mine.get(worker.node)} for worker in live]
 
 

@@ -10,6 +10,7 @@ from django.urls import reverse
 from rlweb.experiments import redis_keys, workers
 from rlweb.experiments.models import Event, Run
 from rlweb.experiments.tasks import train_run
+from tests.web.api_helpers import owner_api  # noqa: F401  (fixture)
 from tests.web.helpers import TINY_STEPS
 from trainer import runner as runner_module
 from trainer import system_metrics
@@ -84,3 +85,11 @@ def test_the_workers_page_shows_each_gpus_load_and_a_dash_for_a_worker_that_says
     assert "GPU 0: 87% busy · 40960 MB" in gpu_row and "GPU 1: 512 MB" in gpu_row
     old_row = html[html.index('data-node="old@host-b"'):]
     assert '<td class="worker-load"><span class="muted">–</span>' in old_row and "CPU " not in old_row
+
+
+def test_the_api_gives_each_workers_load(owner_api):  # noqa: F811
+    load = {"system/cpu_percent": 12.5, "system/rss_mb": 300.0, "system/machine_memory_percent": 40.0}
+    workers.write_entry(entry("gpu@host-a", **load))
+    workers.write_entry(entry("old@host-b"))
+    answer = owner_api.get("/api/workers").json()
+    assert [(worker["node"], worker["load"]) for worker in answer] == [("gpu@host-a", load), ("old@host-b", {})]
