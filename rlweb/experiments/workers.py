@@ -178,9 +178,9 @@ class Registration:
     """A worker's entry, kept fresh by a daemon thread from `start()` to `stop()`."""
 
     def __init__(self, node: str, queues: list[str]):
+        self.sampler = SystemSampler(interval=0)  # the load, sampled at each beat (the first: since now)
         self.entry = {"node": node, "host": socket.gethostname(), "queues": ",".join(sorted(queues)),
                       "pid": os.getpid(), "started": time.time(), **device_entry()}
-        self.sampler = SystemSampler(interval=0)  # the load, sampled at each beat
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.beat_until_stopped, name="worker-registry", daemon=True)
 
