@@ -2,9 +2,9 @@
 
 A worker keeps one hash, `rlweb:worker:<node name>`: its host, queues, device (the GPU's name and memory when torch
 sees one), the cores it may use, pid, start time, last heartbeat, and its load at that beat (`load`: the system
-metrics a run sends, trainer/system_metrics.py, sampled by the beating thread for the whole worker process). When the worker is ready (Celery's
-`worker_ready` signal) a daemon thread writes the hash and then rewrites it every `WORKER_BEAT_SECONDS`, each time
-with an expiry of `WORKER_TTL_SECONDS`; `worker_shutdown` deletes it. The thread beats while the solo pool's main
+metrics a run sends, trainer/system_metrics.py, sampled by the beating thread for the whole worker process).
+When the worker is ready (Celery's `worker_ready` signal) a daemon thread writes the hash and then rewrites it
+every `WORKER_BEAT_SECONDS`, each time with an expiry of `WORKER_TTL_SECONDS`; `worker_shutdown` deletes it. The thread beats while the solo pool's main
 thread trains (as a run's heartbeat does), and a Redis restart loses nothing for long: the next beat writes the
 whole hash again. A worker killed outright stops beating and its hash expires, so the registry holds exactly the
 workers heard from within the TTL, read with one SCAN and no broadcast (`celery inspect` waits for every worker's
