@@ -18,7 +18,7 @@ import math
 import operator
 from collections import defaultdict
 
-from django.db.models import Max, OuterRef, Q, Subquery, TextField
+from django.db.models import Max, Q, TextField
 from django.db.models.functions import Cast
 from django.urls import reverse
 from trainer.events import METRIC_KINDS
@@ -63,19 +63,17 @@ BUCKET_FIELDS = ("key", "index", "width", "count", "last_seq", "points", "band")
 
 
 def summarize(run_id: int, events) -> None:
-    """Fold newly stored events (in seq order, after everything folded before) into the run's buckets: three
-    queries however many keys (their last buckets read, the ones that change deleted, then written again), the
-    buckets plain dicts of `BUCKET_FIELDS` (rows.py: no model object per row)."""
+    """Fold newly stored events (in seq order, after everything folded before) into the run's buckets: each key's
+    last bucket read, then the buckets that change deleted and written again in one query each, however many
+    keys; the buckets plain dicts of `BUCKET_FIELDS` (rows.py: no model object per row)."""
     points = metric_points(events)
     if not points:
         return
     rows = MetricBucket.objects.filter(run_id=run_id)
-    last_index = rows.filter(key=OuterRef("key")).order_by("-index").values("index")[:1]
-    lasts = {bucket["key"]: bucket for bucket in bucket_dicts(rows.filter(key__in=list(points),
-                                                                          index=Subquery(last_index)))}
     changed, written = [], []
     for key, key_points in points.items():
-        first, buckets = fold(run_id, key, key_points, lasts.get(key))
+        last = bucket_dicts(rows.filter(key=key).order_by("-index")[:1])  # one index probe, however many buckets
+        first, buckets = fold(run_id, key, key_points, last[0] if last else None)
         changed.append(Q(key=key, index__gte=first))
         written += buckets
     rows.filter(functools.reduce(operator.or_, changed)).delete()
