@@ -3,12 +3,15 @@
     python -m benchmarks client_logging                          # 10 clients x 1,000 points/s for 20 s
     python -m benchmarks client_logging --clients 4 --points-per-second 500 --seconds 10
     python -m benchmarks client_logging --profile                # the web server under py-spy (.venv/bin/py-spy)
+    python -m benchmarks client_logging --costs                  # CPU per request, in this process alone
 
 It creates a fresh database on the PostgreSQL server at `--postgres` (dropped after), migrates it, and starts the
-web server as `make run` does (uvicorn rlweb.asgi:application) on it and on the Redis at `--redis-url` (a db of its
-own: flushed first). Each of `--clients` processes is a script: `rlweb_client.init` with a token of its own (client/
-on PYTHONPATH, as installed), then `run.log()` of a point with three metrics `--points-per-second` times a second
-for `--seconds`, then `run.finish()`. Every point carries its log time (`bench/logged_at`, the wall clock when log()
+web server as deployed (uvicorn rlweb.asgi:application with `--workers` processes, as WEB_CONCURRENCY sets in
+docker-compose.yml) on it and on the Redis at `--redis-url` (a db of its own: flushed first). Each of `--clients`
+processes is a script: `rlweb_client.init` with a token of its own (client/ on PYTHONPATH, as installed), then
+`run.log()` of a point with three metrics `--points-per-second` times a second for `--seconds`, then `run.finish()`.
+The scripts run at a lower priority (`--client-nice`, 10): in a lab they train on other machines than the dashboard,
+and on a machine of 2 cores ten of them at full priority would take the CPU the server needs to take their points. Every point carries its log time (`bench/logged_at`, the wall clock when log()
 was called). Meanwhile one reader per run follows the run page's live stream (`/runs/<id>/stream`, signed in with a
 session cookie, as the page's EventSource does), and one more page fetches a run's `history.json` (what the run page
 loads first) every half second.
@@ -21,8 +24,12 @@ Measured, all on one machine's wall clock:
   true lag by one answer's trip over localhost. The client holds points up to half a second (its batching) first;
 - live latency: the time from a point's answer to its arrival on its run's live stream (the stream is fed right
   after the commit, so this can be a little negative: the stream beat the answer), and from log() to the stream;
-- history.json: its response time under the load (p50/p95).
+- history.json: its response time under the load (p50/p95), fetched by a process of its own (a browser's).
 Targets from issue 28: every point stored, lag p95 under 1 s, page p95 under 100 ms.
+
+`--costs` measures what the server spends per request without the load, the machine's noise aside (CPU time, not
+wall time): a points request of 500 points through the API (Django's test client, no uvicorn) into a run until it
+holds `--cost-points` points, its PostgreSQL backend's CPU beside it, then history.json of that run.
 """
 
 from __future__ import annotations
@@ -31,11 +38,11 @@ import argparse
 import http.client
 import json
 import math
+import multiprocessing
 import os
 import random
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -165,6 +172,15 @@ def fetch_histories(address: tuple[str, int], cookie: str, run_ids: list[int], s
         index += 1
 
 
+def history_page(address: tuple[str, int], cookie: str, run_ids: list[int], stop, results) -> None:
+    """(A process of its own.) `fetch_histories` until `stop` is set, then its times and errors into `results`."""
+    times, errors, done = [], [], threading.Event()
+    watcher = threading.Thread(target=lambda: (stop.wait(), done.set()), daemon=True)
+    watcher.start()
+    fetch_histories(address, cookie, run_ids, done, times, errors)
+    results.put((times, errors))
+
+
 # --- the server --------------------------------------------------------------------------------------------
 
 def fresh_database(postgres: str) -> str:
@@ -203,12 +219,13 @@ def prepare(count: int) -> tuple[list[str], str]:
     return tokens, f"sessionid={browser.cookies['sessionid'].value}"
 
 
-def start_server(port: int, env: dict, profile: Path | None) -> subprocess.Popen:
+def start_server(port: int, env: dict, profile: Path | None, workers: int = 1) -> subprocess.Popen:
     command = [sys.executable, "-m", "uvicorn", "rlweb.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-               "--lifespan", "off", "--timeout-graceful-shutdown", "2", "--no-server-header", "--log-level", "warning"]
+               "--lifespan", "off", "--timeout-graceful-shutdown", "2", "--no-server-header", "--log-level", "warning",
+               "--workers", str(workers)]
     if profile:
         command = [str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw", "--output", str(profile),
-                   "--rate", "50", "--nolineno", "--subprocesses", "--", *command]
+                   "--rate", "50", "--nolineno", "--subprocesses", "--gil", "--", *command]  # --gil: CPU, not waits
     server = subprocess.Popen(command, cwd=REPO, env=env, start_new_session=True)
     deadline = time.monotonic() + 120
     while True:
@@ -224,17 +241,18 @@ def start_server(port: int, env: dict, profile: Path | None) -> subprocess.Popen
 
 
 def server_cpu_seconds(group: int) -> float:
-    """User and system CPU seconds of the uvicorn process in the process group `group` (py-spy's, when profiled)."""
+    """User and system CPU seconds of the web server's processes (uvicorn and its workers) in the process group
+    `group` (py-spy's, when profiled: py-spy itself left out)."""
     ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
     for proc in Path("/proc").iterdir():
         try:
             fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == group and b"uvicorn" in (proc / "cmdline").read_bytes() and b"py-spy" not in \
-                    (proc / "cmdline").read_bytes().split(b"\0")[0]:
-                return (int(fields[11]) + int(fields[12])) / ticks
+            if int(fields[2]) == group and b"py-spy" not in (proc / "cmdline").read_bytes().split(b"\0")[0]:
+                total += (int(fields[11]) + int(fields[12])) / ticks
         except (OSError, ValueError, IndexError):
             continue
-    return math.nan
+    return total
 
 
 def stop_server(server: subprocess.Popen) -> None:
@@ -259,11 +277,15 @@ def main(argv: list[str]) -> None:
                         help="a PostgreSQL server (any database on it): the benchmark creates and drops its own")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14", help="a Redis db of its own: flushed")
     parser.add_argument("--profile", action="store_true", help="record the web server with py-spy")
+    parser.add_argument("--workers", type=int, default=2, help="uvicorn's worker processes (WEB_CONCURRENCY)")
+    parser.add_argument("--client-nice", type=int, default=10, help="the scripts' niceness (0: the server's)")
+    parser.add_argument("--costs", action="store_true", help="CPU per request in this process, without the load")
+    parser.add_argument("--cost-points", type=int, default=200_000, help="the run --costs fills, and reads")
     args = parser.parse_args(argv)
 
     database_url = fresh_database(args.postgres)
     try:
-        run_benchmark(args, database_url)
+        (measure_costs if args.costs else run_benchmark)(args, database_url)
     finally:
         drop_database(args.postgres, database_url)
 
@@ -281,14 +303,15 @@ def run_benchmark(args, database_url: str) -> None:
 
     port = free_port()
     profile = Path(tempfile.mkdtemp()) / "web.txt" if args.profile else None
-    server = start_server(port, env, profile)
+    server = start_server(port, env, profile, args.workers)
     url = f"http://127.0.0.1:{port}/"
     folder = Path(tempfile.mkdtemp(prefix="client-logging-"))
     try:
         start = time.time() + 8  # every client has made its run by then (Python and the client start)
         clients = [subprocess.Popen([sys.executable, "-m", "benchmarks", "client_logging", "--client", url, token,
                                      f"client {number}", str(args.points_per_second), str(args.seconds), str(start),
-                                     str(folder / f"{number}.json")], cwd=folder, env=env, stdout=subprocess.DEVNULL)
+                                     str(folder / f"{number}.json")], cwd=folder, env=env, stdout=subprocess.DEVNULL,
+                                    preexec_fn=lambda: os.nice(args.client_nice))
                    for number, token in enumerate(tokens)]
         while Run.objects.count() < args.clients:
             if time.time() > start or any(client.poll() for client in clients):
@@ -297,11 +320,15 @@ def run_benchmark(args, database_url: str) -> None:
         run_ids = list(Run.objects.order_by("pk").values_list("pk", flat=True))
         stop = threading.Event()
         readers = [StreamReader(("127.0.0.1", port), cookie, run_id, stop) for run_id in run_ids]
-        history_times, history_errors = [], []
-        pages = threading.Thread(target=fetch_histories, daemon=True,
-                                 args=(("127.0.0.1", port), cookie, run_ids, stop, history_times, history_errors))
-        for thread in [*readers, pages]:
-            thread.start()
+        # the page that loads history.json in a process of its own, as a browser is: timed without waiting for this
+        # one's GIL, which the readers of 10,000 events a second hold often
+        fork = multiprocessing.get_context("fork")
+        page_stop, page_results = fork.Event(), fork.Queue()
+        pages = fork.Process(target=history_page, daemon=True,
+                             args=(("127.0.0.1", port), cookie, run_ids, page_stop, page_results))
+        for reader in readers:
+            reader.start()
+        pages.start()
         load_before = os.getloadavg()[0]
         time.sleep(max(0.0, start - time.time()))
         cpu_before = server_cpu_seconds(server.pid)
@@ -310,6 +337,8 @@ def run_benchmark(args, database_url: str) -> None:
         cpu = (server_cpu_seconds(server.pid) - cpu_before, time.time() - start)
         time.sleep(2)  # the streams' last events
         stop.set()
+        page_stop.set()
+        history_times, history_errors = page_results.get(timeout=READ_TIMEOUT + 10)
         load_after = os.getloadavg()[0]
     finally:
         stop_server(server)
@@ -318,6 +347,70 @@ def run_benchmark(args, database_url: str) -> None:
     report(args, results, readers, history_times, history_errors, Event, (load_before, load_after), cpu)
     if profile:
         print_profile(profile)
+
+
+def measure_costs(args, database_url: str) -> None:
+    """`--costs`: the CPU of points requests (500 points each) into one run, and of history.json on it."""
+    import redis
+    from django.conf import settings
+    from django.db import connection
+    from django.test import Client
+
+    redis.Redis.from_url(args.redis_url).flushdb()
+    os.environ.update(DATABASE_URL=database_url, REDIS_URL=args.redis_url, DJANGO_SETTINGS_MODULE="rlweb.settings",
+                      RLWEB_API_RATE_PER_MINUTE="100000000")
+    (token,), _ = prepare(1)
+    from django.contrib.auth import get_user_model
+
+    settings.ALLOWED_HOSTS = ["*"]
+    script = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    page = Client()
+    page.force_login(get_user_model().objects.get(username="bench"))
+    answer = script.post("/api/logged-runs", {"experiment": "costs"}, content_type="application/json")
+    run_id = answer.json()["id"]
+    with connection.cursor() as cursor:
+        cursor.execute("select pg_backend_pid()")
+        backend = Path(f"/proc/{cursor.fetchone()[0]}/stat")  # PostgreSQL on this machine: its CPU too
+
+    def backend_cpu() -> float:
+        try:
+            fields = backend.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return math.nan
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    noise, batch, seq, cpu, backend_used = random.Random(0), 500, 0, [], 0.0
+    while seq < args.cost_points:
+        points = [{"seq": seq + index, "step": seq + index, "time": (seq + index) / 1000,
+                   "values": {"charts/episodic_return": noise.gauss(0, 20), "losses/value_loss": noise.expovariate(1),
+                              "bench/logged_at": time.time()}} for index in range(1, batch + 1)]
+        body = json.dumps({"points": points})
+        started, backend_started = time.process_time(), backend_cpu()
+        answer = script.post(f"/api/logged-runs/{run_id}/points", body, content_type="application/json")
+        cpu.append(time.process_time() - started)
+        backend_used += backend_cpu() - backend_started
+        assert answer.status_code == 200, answer.content
+        seq += batch
+    reads = []
+    for _ in range(20):
+        started = time.process_time()
+        answer = page.get(f"/runs/{run_id}/history.json")
+        reads.append(time.process_time() - started)
+        assert answer.status_code == 200, answer.content
+    ms = lambda values, fraction: f"{percentile(values, fraction) * 1000:.1f} ms"
+    print(f"\nCPU time in this process (Django's test client: the web server's work but uvicorn's), one run filled to "
+          f"{seq} points by requests of {batch}; load average {os.getloadavg()[0]:.1f}")
+    rows = [
+        ("a points request of 500, p50", ms(cpu, 0.5)),
+        ("... p95", ms(cpu, 0.95)),
+        ("web CPU per 1,000 points", f"{sum(cpu) / seq * 1000 * 1000:.1f} ms"),
+        ("PostgreSQL CPU per 1,000 points", f"{backend_used / seq * 1000 * 1000:.1f} ms"),
+        (f"history.json at {seq} points, p50", ms(reads, 0.5)),
+        (f"history.json at {seq} points, p95", ms(reads, 0.95)),
+    ]
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:{width}}  {value:>10}")
 
 
 def report(args, results, readers, history_times, history_errors, Event, loads, cpu) -> None:
@@ -340,7 +433,9 @@ def report(args, results, readers, history_times, history_errors, Event, loads, 
     ms = lambda values, fraction: f"{percentile(values, fraction) * 1000:.0f} ms" if values else "-"
     print(f"\n{args.clients} clients x {args.points_per_second:.0f} points/s for {args.seconds:.0f} s into "
           f"PostgreSQL; {os.cpu_count()} CPUs shared with other work, load average {loads[0]:.1f} before the "
-          f"clients ended, {loads[1]:.1f} after; each client logged at {rate:.0f} points/s or more")
+          f"clients ended, {loads[1]:.1f} after; each client logged at {rate:.0f} points/s or more, at nice "
+          f"{args.client_nice} (in a lab the scripts run on other machines); the web server: uvicorn with "
+          f"{args.workers} worker process{'es' if args.workers != 1 else ''}")
     rows = [
         ("points logged", f"{logged}", ""),
         ("points stored", f"{stored} ({stored - logged:+d})", "all"),
@@ -377,7 +472,7 @@ def print_profile(profile: Path) -> None:
         total += samples
         for frame in set(stack.split(";")):
             own[frame] = own.get(frame, 0) + samples
-    print(f"\nweb server profile ({profile}, py-spy's raw format): {total} samples; frames by the share of samples "
-          f"they appear in:")
+    print(f"\nweb server profile ({profile}, py-spy's raw format): {total} samples of the thread holding the GIL; "
+          f"frames by the share of samples they appear in:")
     for frame, samples in sorted(own.items(), key=lambda item: -item[1])[:40]:
         print(f"{samples / total:6.1%}  {frame}")
