@@ -66,3 +66,26 @@ def test_dopamines_pong_curve_comes_in_agent_steps_four_frames_each():
     assert curve["low"][-1] <= curve["mean"][-1] <= curve["high"][-1]
     assert curve["mean"][0] == pytest.approx(-20.35, abs=0.01) and "frames" in curve["x_note"]
     assert baselines.curves("PongNoFrameskip-v4", "ppo") == [] and baselines.curves("CartPole-v1") == []
+
+
+DOPAMINE_GAMES = {"pong": "ALE/Pong-v5", "breakout": "ALE/Breakout-v5", "battlezone": "ALE/BattleZone-v5",
+                  "qbert": "ALE/Qbert-v5"}
+
+
+@pytest.mark.parametrize("game", sorted(DOPAMINE_GAMES))
+def test_dopamines_curve_files_load_name_their_source_and_hold_what_their_runs_reduce_to(game):
+    from rlweb.scores import dopamine_curves
+
+    data = json.loads((DATA / "curves" / f"dopamine_{game}.json").read_text())
+    assert f"baselines/atari/data/{game}.json" in data["source"] and dopamine_curves.COMMIT in data["source"]
+    assert data["licence"].startswith("Apache-2.0") and data["frames_per_x"] == 1_000_000
+    [(env_id, by_algorithm)] = data["curves"].items()
+    assert env_id == DOPAMINE_GAMES[game] and "dqn" in by_algorithm
+    for name, curve in by_algorithm.items():
+        assert len(curve["seeds"]) >= 3 and curve["x"][:3] == [0, 10, 20] and curve["x"][-1] == 198
+        # the mean and band are what the script makes of the runs' published values (Dopamine's record form)
+        records = [{"Iteration": x, "Value": value, "Agent": name.upper() if name != "rainbow" else "Rainbow"}
+                   for seed in curve["seeds"] for x, value in zip(curve["x"], seed)]
+        assert dopamine_curves.reduce(records, records[0]["Agent"]) == curve
+        [found] = baselines.curves(env_id.replace("ALE/", "").replace("-v5", "NoFrameskip-v4"), name)
+        assert found["label"] == f"Dopamine {name}" and found["steps"][-1] == 198 * 250_000

@@ -50,3 +50,14 @@ def test_a_pong_dqn_run_gets_dopamines_curve_cut_to_its_budget(owner_client, mak
     assert curves[0]["mean"][:2] == full["mean"][:2]
     assert curves[0]["mean"][2] == pytest.approx(full["mean"][1] + (full["mean"][2] - full["mean"][1]) * 0.6)
     assert "RL Zoo DQN: 20.6 ± 0.6" in page  # and PongNoFrameskip-v4's final score
+
+
+def test_a_breakout_dqn_run_gets_dopamines_breakout_curve_not_pongs(owner_client, make_experiment):
+    experiment = make_experiment(algorithm="dqn", env_id="ALE/Breakout-v5", total_steps=10_000_000)
+    run = Run.objects.create(experiment=experiment, seed=0, total_steps=10_000_000, status="running")
+    curves = json.loads(re.search(r'<script id="run-baseline-curves" type="application/json">(.*?)</script>',
+                                  page_of(owner_client, run)).group(1))
+    assert [(curve["label"], curve["published_env_id"]) for curve in curves] == [("Dopamine dqn", "ALE/Breakout-v5")]
+    assert curves[0]["steps"] == [0, 2_500_000, 5_000_000, 7_500_000, 10_000_000]
+    assert curves[0]["mean"][0] == pytest.approx(1.64, abs=0.01)  # Dopamine's 5 runs at iteration 0
+    assert "baselines/atari/data/breakout.json" in curves[0]["source"]
