@@ -132,5 +132,14 @@ def test_the_log_holds_lifecycle_and_eval_events_and_the_lists_come_along(owner_
     assert data["videos"] == []
 
 
+def test_the_log_keeps_the_latest_events_of_its_kinds_in_order(queued_run, monkeypatch):
+    monkeypatch.setattr(history, "LOG_LENGTH", 4)
+    kinds = ["started", "eval", "train", "checkpoint", "eval", "train", "episode", "checkpoint", "eval", "train"]
+    Event.objects.bulk_create(Event(run=queued_run, seq=seq, kind=kind, step=seq, time=seq, values={})
+                              for seq, kind in enumerate(kinds, start=1))
+    assert [event["seq"] for event in history.log_events(queued_run, 10)] == [4, 5, 8, 9]
+    assert [event["seq"] for event in history.log_events(queued_run, 7)] == [1, 2, 4, 5]
+
+
 def test_a_stranger_gets_a_404(stranger_client, trained_run):
     assert stranger_client.get(history_url(trained_run)).status_code == 404
