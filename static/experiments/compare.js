@@ -8,6 +8,7 @@
 // HTTP/1.1); and the group means stay the server's, with no second aggregation written in JavaScript.
 import {retryDelay} from "./lib/retry.js";
 import {flatRange, smooth} from "./lib/smoothing.js";
+import {mergeQuery} from "./lib/query_state.js";
 
 const page = document.getElementById("compare-page");
 const groupSelect = document.getElementById("group");
@@ -66,8 +67,10 @@ function readOptionsFromUrl() {
   smoothingValue.textContent = Number(smoothingInput.value).toFixed(2);
 }
 
+const PAGE_KEYS = ["runs", "group", "band", "x", "threshold", "smooth", "log"];  // the statistics' keys are kept
+
 function saveOptionsInUrl() {
-  window.history.replaceState(null, "", `?${pageQuery().toString().replaceAll("%2C", ",")}`);
+  window.history.replaceState(null, "", mergeQuery(window.location.search, PAGE_KEYS, pageQuery()));
 }
 
 // --- data -----------------------------------------------------------------------------------------------

@@ -2,6 +2,9 @@
 // the normalised scores with 95% intervals, the probability of improvement between two groups, performance
 // profiles and sample-efficiency curves. The server computes them off the request and caches them
 // (compare_stats.py): an answer of 202 means "under way", and the page asks again until they are there.
+// The options live in the page's URL too (lib/query_state.js), so a shared link shows the same statistics.
+import {STATISTICS_KEYS, mergeQuery, readStatistics, statisticsParams} from "./lib/query_state.js";
+
 const section = document.getElementById("statistics");
 const form = document.getElementById("statistics-options");
 const statusLine = document.getElementById("statistics-status");
@@ -20,10 +23,22 @@ function colour(index, alpha = 1) {
   return `rgba(${r}, ${g}, ${b}, ${alpha})`;
 }
 
+// The options a shared link asks for: the lists and N set at once; the pair of P(X > Y) asked of the server
+// until its groups are known and the choices filled.
+const fromUrl = readStatistics(window.location.search, Object.fromEntries(["by", "metric", "count"].map(
+  (name) => [name, [...form.elements[name].options].map((option) => option.value)])));
+for (const name of ["by", "metric", "count", "last"]) if (fromUrl[name]) form.elements[name].value = fromUrl[name];
+
 function query() {
   const params = new URLSearchParams({runs: section.dataset.runIds});
+  for (const name of ["improve", "over"]) if (fromUrl[name]) params.set(name, fromUrl[name]);
   for (const [name, value] of new FormData(form)) if (value !== "") params.set(name, value);
   return params;
+}
+
+function saveOptionsInUrl() {
+  const values = Object.fromEntries(new FormData(form));
+  window.history.replaceState(null, "", mergeQuery(window.location.search, STATISTICS_KEYS, statisticsParams(values)));
 }
 
 async function load(delay = 400) {
@@ -153,6 +168,7 @@ function drawEfficiency(result, scale) {
 
 form.addEventListener("change", () => {
   section.dataset.ready = "";  // until the statistics of the new options are drawn
+  saveOptionsInUrl();
   load();
 });
 form.addEventListener("submit", (event) => { event.preventDefault(); load(); });

@@ -370,6 +370,11 @@ def test_statistics_across_tasks_show_rliables_aggregates_per_algorithm_and_rl_z
     assert page.evaluate(f"{RETURN_CHART}.layout.shapes.length") == 2  # the two published bands
     page.select_option("#statistics-options select[name=count]", "best")  # asks again: computed, then shown
     page.wait_for_function(STATISTICS_READY)
+    assert "count=best" in page.url and "improve=dqn" in page.url and "runs=" in page.url  # a link to share
+    page.goto(page.url.replace("improve=dqn&over=ppo", "improve=ppo&over=dqn"))  # the shared link, pair swapped
+    page.wait_for_function(STATISTICS_READY)
+    assert page.input_value("#statistics-options select[name=count]") == "best"
+    assert page.inner_text("#statistics-improvement").startswith("P(ppo > dqn) = ")
     assert page.evaluate("document.getElementById('statistics-efficiency').data.length") == 6  # 2 groups x band
     page.locator("#statistics").scroll_into_view_if_needed()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
