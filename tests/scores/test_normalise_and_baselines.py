@@ -70,7 +70,7 @@ def test_dopamines_pong_curve_comes_in_agent_steps_four_frames_each():
 
 DOPAMINE_GAMES = {"pong": "ALE/Pong-v5", "breakout": "ALE/Breakout-v5", "battlezone": "ALE/BattleZone-v5",
                   "qbert": "ALE/Qbert-v5", "doubledunk": "ALE/DoubleDunk-v5",
-                  "namethisgame": "ALE/NameThisGame-v5"}
+                  "namethisgame": "ALE/NameThisGame-v5", "phoenix": "ALE/Phoenix-v5"}
 
 
 @pytest.mark.parametrize("game", sorted(DOPAMINE_GAMES))
