@@ -90,3 +90,11 @@ def test_dopamines_curve_files_load_name_their_source_and_hold_what_their_runs_r
         assert dopamine_curves.reduce(records, records[0]["Agent"]) == curve
         [found] = baselines.curves(env_id.replace("ALE/", "").replace("-v5", "NoFrameskip-v4"), name)
         assert found["label"] == f"Dopamine {name}" and found["steps"][-1] == 198 * 250_000
+
+
+def test_a_rainbow_run_gets_dopamines_rainbow_curve_and_a_dqn_run_only_dqns():
+    [rainbow] = baselines.curves("PongNoFrameskip-v4", "rainbow")
+    assert rainbow["label"] == "Dopamine rainbow" and rainbow["published_env_id"] == "ALE/Pong-v5"
+    assert rainbow["mean"][0] == pytest.approx(-20.42, abs=0.01) and rainbow["mean"][-1] == pytest.approx(20.18, abs=0.01)
+    assert [curve["algorithm"] for curve in baselines.curves("ALE/Pong-v5")] == ["dqn", "rainbow"]
+    assert [curve["algorithm"] for curve in baselines.curves("ALE/Pong-v5", "DQN")] == ["dqn"]
