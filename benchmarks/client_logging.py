@@ -279,6 +279,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--profile", action="store_true", help="record the web server with py-spy")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn's worker processes (WEB_CONCURRENCY)")
     parser.add_argument("--client-nice", type=int, default=10, help="the scripts' niceness (0: the server's)")
+    parser.add_argument("--pool", default=True, action=argparse.BooleanOptionalAction,
+                        help="the server's pool of PostgreSQL connections (RLWEB_DATABASE_POOL, as docker-compose)")
     parser.add_argument("--costs", action="store_true", help="CPU per request in this process, without the load")
     parser.add_argument("--cost-points", type=int, default=200_000, help="the run --costs fills, and reads")
     args = parser.parse_args(argv)
@@ -296,7 +298,7 @@ def run_benchmark(args, database_url: str) -> None:
     redis.Redis.from_url(args.redis_url).flushdb()
     env = {key: value for key, value in os.environ.items() if not key.startswith("RLWEB_")}
     env.update(DATABASE_URL=database_url, REDIS_URL=args.redis_url, DJANGO_SETTINGS_MODULE="rlweb.settings",
-               RLWEB_API_RATE_PER_MINUTE="100000", PYTHONPATH=os.pathsep.join([str(CLIENT), str(REPO)]))
+               RLWEB_API_RATE_PER_MINUTE="100000", RLWEB_DATABASE_POOL=str(args.pool), PYTHONPATH=os.pathsep.join([str(CLIENT), str(REPO)]))
     os.environ.update(DATABASE_URL=database_url, REDIS_URL=args.redis_url, DJANGO_SETTINGS_MODULE="rlweb.settings")
     tokens, cookie = prepare(args.clients)
     from rlweb.experiments.models import Event, Run
@@ -435,7 +437,8 @@ def report(args, results, readers, history_times, history_errors, Event, loads, 
           f"PostgreSQL; {os.cpu_count()} CPUs shared with other work, load average {loads[0]:.1f} before the "
           f"clients ended, {loads[1]:.1f} after; each client logged at {rate:.0f} points/s or more, at nice "
           f"{args.client_nice} (in a lab the scripts run on other machines); the web server: uvicorn with "
-          f"{args.workers} worker process{'es' if args.workers != 1 else ''}")
+          f"{args.workers} worker process{'es' if args.workers != 1 else ''}"
+          f"{', a pool of database connections' if args.pool else ''}")
     rows = [
         ("points logged", f"{logged}", ""),
         ("points stored", f"{stored} ({stored - logged:+d})", "all"),

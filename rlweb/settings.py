@@ -3,6 +3,7 @@
 Variables (all optional):
     RLWEB_VAR_DIR          where local state lives (database, media, secret key); default <repo>/var
     DATABASE_URL           default SQLite at <var>/db.sqlite3; e.g. postgres://user@host:5432/rlweb
+    RLWEB_DATABASE_POOL    True: keep a pool of PostgreSQL connections per process (default False: one a request)
     REDIS_URL              live streams, cancel flags and the Celery broker; default redis://127.0.0.1:6379/0
     RLWEB_SECRET_KEY       default: generated once and kept in <var>/secret_key
     RLWEB_DEBUG            True or False (default False)
@@ -274,6 +275,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+elif env_bool("RLWEB_DATABASE_POOL", False):
+    # each process keeps up to 20 PostgreSQL connections open (psycopg_pool) instead of opening one per request: a
+    # new one costs a backend process and about 7 ms, 20 times a second under scripts logging (docs/benchmarks.md)
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": 20, "timeout": 30}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
