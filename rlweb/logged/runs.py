@@ -126,7 +126,7 @@ def add_points(run: Run, points: list[dict]) -> tuple[int, list[dict]]:
             if refused:
                 dropped += [{"seq": point["seq"], "reason": reason} for reason in refused]
             if values:
-                events.append({"kind": kind, "step": point["step"], "time": round(point["time"], 4),
+                events.append({"kind": kind, "step": int(point["step"]), "time": round(float(point["time"]), 4),
                                "values": values})
             through = point["seq"]
         stored = store(run, events)
