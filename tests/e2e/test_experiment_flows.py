@@ -341,6 +341,22 @@ def test_the_run_list_says_it_cannot_sort_by_an_unknown_column(page, site_stack)
     assert "Cannot sort by" in page.inner_text(".messages")
 
 
+def test_the_account_menu_holds_the_users_own_pages_behind_their_name(page, site_stack):
+    page.goto(site_stack.url + "/")
+    menu = page.locator("details.account-menu")
+    assert menu.locator("summary").inner_text().strip() == USERNAME
+    assert not page.get_by_role("link", name="API tokens").is_visible()  # closed until asked
+    header_height = page.locator(".site-header").bounding_box()["height"]
+    assert header_height < 80, f"the header wraps onto a second line: {header_height}px"
+    menu.locator("summary").click()
+    page.screenshot(path=str(SCREENSHOTS / "account-menu.png"), clip={"x": 640, "y": 0, "width": 640, "height": 300})
+    page.get_by_role("link", name="API tokens").click()
+    page.wait_for_url(site_stack.url + "/account/tokens/")
+    page.locator("details.account-menu summary").click()
+    page.get_by_role("link", name="Alerts").click()
+    page.wait_for_url(site_stack.url + "/account/alerts/")
+
+
 def test_an_experiment_is_deleted_after_a_confirmation(page, site_stack, signed_in):
     base = site_stack.url
     # its own experiment (like the made-up Rainbow one, with a run), so the others' stay
