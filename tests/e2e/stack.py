@@ -176,9 +176,10 @@ def sign_up(page, url: str, username: str, password: str) -> None:
 def charts_fit(page) -> None:
     """Wait until every chart plotly drew has its box's width (after the window changed size, plotly redraws
     a responsive chart at its next resize event, and the run page's on its next draw) and the browser has
-    painted: what a screenshot of a narrow page waits for."""
+    painted: what a screenshot of a narrow page waits for. Charts in a folded group are left out: Chromium still lays
+    them out, but they are sized when the group opens."""
     page.wait_for_function("""() => [...document.querySelectorAll('.js-plotly-plot')].every((chart) =>
-        !chart._fullLayout || !chart.offsetParent
+        !chart._fullLayout || !chart.offsetParent || chart.closest('details:not([open])')
         || Math.abs(chart._fullLayout.width - chart.getBoundingClientRect().width) < 2)""")
     painted(page)
 
