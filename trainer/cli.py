@@ -249,6 +249,19 @@ def _eval(args) -> int:
     return 0
 
 
+def _search_space(args):
+    """The checked --param dimensions and the resolved preset, shared by `sweep` and `sweep --method pbt`."""
+    from trainer import sweep
+
+    trainer.get_spec(args.algorithm)
+    if not args.param:
+        raise ValueError("give at least one --param to search")
+    dimensions = [sweep.parse_dimension(args.algorithm, text) for text in args.param]
+    preset = trainer.presets.resolve(args.algorithm, args.env_id, args.preset)
+    print(f"preset: {describe(preset)}", file=sys.stderr)
+    return dimensions, preset
+
+
 def _sweep(args) -> int:
     from trainer import sweep
 
@@ -269,12 +282,7 @@ def _sweep(args) -> int:
         raise ValueError("--objective threshold needs --threshold, the return to reach")
     if args.warmup_steps is not None:
         _check_range("warmup-steps", args.warmup_steps, 0, args.total_steps)
-    trainer.get_spec(args.algorithm)
-    if not args.param:
-        raise ValueError("give at least one --param to search")
-    dimensions = [sweep.parse_dimension(args.algorithm, text) for text in args.param]
-    preset = trainer.presets.resolve(args.algorithm, args.env_id, args.preset)
-    print(f"preset: {describe(preset)}", file=sys.stderr)
+    dimensions, preset = _search_space(args)
     config = sweep.SweepConfig(
         args.algorithm, args.env_id, dimensions, total_steps=args.total_steps, eval_interval=args.eval_interval,
         eval_episodes=args.eval_episodes, objective=sweep.check_objective(args.objective), trials=args.trials,
@@ -298,12 +306,7 @@ def _pbt(args) -> int:
         args.eval_interval = args.ready_interval
     _check_range("eval-interval", args.eval_interval, 1, args.ready_interval)
     _check_range("eval-episodes", args.eval_episodes, 1, MAX_EPISODES)
-    trainer.get_spec(args.algorithm)
-    if not args.param:
-        raise ValueError("give at least one --param to search")
-    dimensions = [sweep.parse_dimension(args.algorithm, text) for text in args.param]
-    preset = trainer.presets.resolve(args.algorithm, args.env_id, args.preset)
-    print(f"preset: {describe(preset)}", file=sys.stderr)
+    dimensions, preset = _search_space(args)
     config = pbt.PbtConfig(
         args.algorithm, args.env_id, dimensions, total_steps=args.total_steps, ready_interval=args.ready_interval,
         population=args.population, eval_interval=args.eval_interval,
