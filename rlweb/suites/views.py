@@ -19,6 +19,7 @@ from django.template.defaultfilters import pluralize, slugify
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
+from rlweb.experiments.group_views import cancel_group, delete_group
 from rlweb.experiments.run_views import spreadsheet_safe
 from rlweb.experiments.views import env_ids
 from rlweb.projects import access
@@ -128,20 +129,13 @@ def suite_report(request, suite_id: int):
 
 @require_POST
 def suite_cancel(request, suite_id: int):
-    suite = owned_suite(request, suite_id, edit=True)
-    stopped = launching.cancel(suite)
-    messages.success(request, f"Suite cancelled; {stopped} run{pluralize(stopped)} stopping.")
-    return redirect(suite)
+    return cancel_group(request, owned_suite(request, suite_id, edit=True), launching.cancel, "suite")
 
 
 @require_POST
 def suite_delete(request, suite_id: int):
-    suite = owned_suite(request, suite_id, edit=True)
-    if launching.delete(suite):
-        messages.error(request, "Cancel the suite, and wait for its runs to stop, before deleting it.")
-        return redirect(suite)
-    messages.success(request, f"Deleted the suite “{suite.name}” and its experiments.")
-    return redirect("suite-list")
+    return delete_group(request, owned_suite(request, suite_id, edit=True), launching.delete, "suite", "experiments",
+                        "suite-list")
 
 
 def csv_response(rows, filename: str) -> HttpResponse:

@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_POST
 
+from rlweb.experiments.group_views import cancel_group, delete_group
 from rlweb.experiments.views import LOGGED_ONLY, env_ids, owned_experiment
 from rlweb.projects import access
 from rlweb.sweeps import figures, pbt, study
@@ -78,20 +79,13 @@ def sweep_figures(request, sweep_id: int):
 
 @require_POST
 def sweep_cancel(request, sweep_id: int):
-    sweep = owned_sweep(request, sweep_id, edit=True)
-    stopped = study.cancel(sweep)
-    messages.success(request, f"Sweep cancelled; {stopped} run{'s' if stopped != 1 else ''} stopping.")
-    return redirect(sweep)
+    return cancel_group(request, owned_sweep(request, sweep_id, edit=True), study.cancel, "sweep")
 
 
 @require_POST
 def sweep_delete(request, sweep_id: int):
-    sweep = owned_sweep(request, sweep_id, edit=True)
-    if study.delete(sweep):
-        messages.error(request, "Cancel the sweep, and wait for its runs to stop, before deleting it.")
-        return redirect(sweep)
-    messages.success(request, f"Deleted the sweep “{sweep.name}” and its trials.")
-    return redirect("sweep-list")
+    return delete_group(request, owned_sweep(request, sweep_id, edit=True), study.delete, "sweep", "trials",
+                        "sweep-list")
 
 
 @require_POST

@@ -122,7 +122,11 @@ def test_the_suite_launches_what_fits_the_limit_of_runs_and_the_rest_as_runs_end
     assert suite.tasks.filter(launched_at__isnull=True).count() == 1
     assert Run.objects.filter(experiment__suite_task__suite=suite).count() == 10
     assert Run.active_count(owner.pk) == 8
-    assert owner_client.post(reverse("suite-cancel", args=[suite.pk])).status_code == 302
+    from django.contrib.messages import get_messages
+
+    response = owner_client.post(reverse("suite-cancel", args=[suite.pk]))
+    assert response.status_code == 302
+    assert [str(message) for message in get_messages(response.wsgi_request)][-1] == "Suite cancelled; 8 runs stopping."
     suite.refresh_from_db()
     assert suite.status == "cancelled" and not Run.objects.filter(status__in=Run.ACTIVE).exists()
     assert suite.tasks.filter(launched_at__isnull=True).count() == 1  # a cancelled suite starts nothing more
@@ -130,10 +134,18 @@ def test_the_suite_launches_what_fits_the_limit_of_runs_and_the_rest_as_runs_end
 
 def test_an_ended_suite_is_deleted_with_its_experiments_and_a_running_one_is_not(scored_suite, owner_client):
     delete = reverse("suite-delete", args=[scored_suite.pk])
-    assert owner_client.post(delete)["Location"] == scored_suite.get_absolute_url()  # still running: refused
+    from django.contrib.messages import get_messages
+
+    response = owner_client.post(delete)
+    assert response["Location"] == scored_suite.get_absolute_url()  # still running: refused
+    assert [str(message) for message in get_messages(response.wsgi_request)][-1] == (
+        "Cancel the suite, and wait for its runs to stop, before deleting it.")
     assert Experiment.objects.count() == 6
     Suite.objects.filter(pk=scored_suite.pk).update(status="finished")
-    assert owner_client.post(delete)["Location"] == reverse("suite-list")
+    response = owner_client.post(delete)
+    assert response["Location"] == reverse("suite-list")
+    assert [str(message) for message in get_messages(response.wsgi_request)][-1] == (
+        f"Deleted the suite “{scored_suite.name}” and its experiments.")
     assert not Suite.objects.exists() and not Experiment.objects.exists() and not Run.objects.exists()
 
 

@@ -198,11 +198,17 @@ def test_cancel_stops_the_trials_and_extend_adds_more(owner_client):
 def test_an_ended_sweep_is_deleted_with_its_trials_and_study_and_a_running_one_is_not(owner_client):
     owner_client.post(reverse("sweep-new"), sweep_form(trials="2"))
     sweep = Sweep.objects.get()
+    from django.contrib.messages import get_messages
+
     response = owner_client.post(reverse("sweep-delete", args=[sweep.pk]))
     assert response["Location"] == sweep.get_absolute_url() and Sweep.objects.exists()  # it runs: refused
+    assert [str(message) for message in get_messages(response.wsgi_request)][-1] == (
+        "Cancel the sweep, and wait for its runs to stop, before deleting it.")
     train_queued(sweep)
     response = owner_client.post(reverse("sweep-delete", args=[sweep.pk]))
     assert response["Location"] == reverse("sweep-list")
+    assert [str(message) for message in get_messages(response.wsgi_request)][-1] == (
+        f"Deleted the sweep “{sweep.name}” and its trials.")
     assert not Sweep.objects.exists() and not Trial.objects.exists() and not Experiment.objects.exists()
     import optuna
 
