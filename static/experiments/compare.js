@@ -8,6 +8,7 @@
 // HTTP/1.1); and the group means stay the server's, with no second aggregation written in JavaScript.
 import {retryDelay} from "./lib/retry.js";
 import {flatRange, smooth} from "./lib/smoothing.js";
+import {foldedGroup} from "./lib/folded_group.js";
 import {mergeQuery} from "./lib/query_state.js";
 
 const page = document.getElementById("compare-page");
@@ -286,17 +287,10 @@ function chartFor(metric) {
 function systemGroup() {
   let group = document.getElementById("compare-system-group");
   if (!group) {
-    group = document.createElement("details");
-    group.id = "compare-system-group";
-    group.className = "chart-group";
-    const summary = document.createElement("summary");
-    summary.innerHTML = 'System <span class="muted">CPU, memory, GPUs and where the training time goes</span>';
     const list = document.createElement("div");
     list.className = "compare-charts";
-    group.append(summary, list);
-    group.addEventListener("toggle", () => {
-      if (group.open) list.querySelectorAll(".chart").forEach((element) => { if (element.data) Plotly.Plots.resize(element); });
-    });
+    group = foldedGroup("compare-system-group",
+                        'System <span class="muted">CPU, memory, GPUs and where the training time goes</span>', list);
     chartList.append(group);
   }
   return group;

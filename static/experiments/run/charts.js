@@ -2,6 +2,7 @@
 // live points (run/live.js), which go onto a chart's live tail between plotly's draws (below).
 import {changeText, finishedStatuses, showNearest} from "./details.js";
 import {keepExtremes} from "../lib/downsample.js";
+import {foldedGroup} from "../lib/folded_group.js";
 import {liveXRange, tailPoints, tailWithinAxes, untilPlotlyDraws} from "../lib/live_tail.js";
 import {flatRange, smoother} from "../lib/smoothing.js";
 
@@ -97,19 +98,11 @@ function chartFor(key) {
 function systemList() {
   let group = document.getElementById("system-group");
   if (!group) {
-    group = document.createElement("details");
-    group.id = "system-group";
-    group.className = "chart-group";
-    const summary = document.createElement("summary");
-    summary.innerHTML = 'System <span class="muted">CPU, memory, GPUs and where the training time goes, ' +
-                        "sampled every few seconds</span>";
     const list = document.createElement("div");
     list.id = "system-charts";
     list.className = "charts";
-    group.append(summary, list);
-    group.addEventListener("toggle", () => {
-      if (group.open) list.querySelectorAll(".chart").forEach((element) => { if (element.data) Plotly.Plots.resize(element); });
-    });
+    group = foldedGroup("system-group", 'System <span class="muted">CPU, memory, GPUs and where the training time ' +
+                        "goes, sampled every few seconds</span>", list);
     chartList.after(group);
   }
   return group.querySelector("#system-charts");
