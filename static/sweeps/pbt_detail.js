@@ -1,22 +1,11 @@
 // The population page (population-based training): members, copies and the best member's schedule from
 // /sweeps/N/data.json, polled every 3 s while the sweep runs; the figures (members' curves, lineage, settings over
 // time) from /sweeps/N/figures.json, fetched again when the data's `version` changes.
-const urls = document.getElementById("sweep-urls").dataset;
+import {element, follow, number} from "./sweep_page.js";
+
 const charts = ["curves", "lineage", "schedules"];
 const searched = [...document.querySelectorAll("#trial-table thead th")].slice(2, -3)
   .map((th) => th.textContent.replace(/ \(first\)$/, ""));
-let figuresVersion = null;
-
-function element(tag, text, attributes = {}) {
-  const made = document.createElement(tag);
-  if (text !== undefined && text !== null) made.textContent = text;
-  for (const [name, value] of Object.entries(attributes)) made.setAttribute(name, value);
-  return made;
-}
-
-function number(value, digits = 2) {
-  return typeof value === "number" && Number.isFinite(value) ? value.toFixed(digits) : "–";
-}
 
 function param(value) {
   if (value === undefined || value === null) return "–";
@@ -27,12 +16,7 @@ function values(settings) {
   return Object.entries(settings).map(([name, value]) => `${name}=${param(value)}`).join(", ");
 }
 
-function show(data) {
-  const status = document.getElementById("sweep-status");
-  status.textContent = data.status;
-  status.className = `status status-${data.status}`;
-  const cancel = document.getElementById("cancel-form");
-  if (cancel && data.status !== "running") cancel.remove();
+function show(data) {  // after the status (sweep_page.js)
   document.getElementById("sweep-progress").textContent =
     `${data.trials.length} members: ${data.training} training, ${data.waiting} waiting at a ready point, ` +
     `${data.queued} waiting for a worker, ${data.finished} ended. ${data.copies.length} ` +
@@ -71,44 +55,4 @@ function copy(row) {
   return tr;
 }
 
-async function drawFigures() {
-  const response = await fetch(urls.figures, {headers: {Accept: "application/json"}});
-  if (!response.ok) return;
-  const figures = await response.json();
-  for (const name of charts) {
-    const target = document.getElementById(`chart-${name}`);
-    const figure = figures[name];
-    if (!figure || figure.message) {
-      if (target.dataset.drawn) Plotly.purge(target);
-      target.dataset.drawn = "";
-      target.replaceChildren(element("p", figure ? figure.message : "", {class: "chart-message"}));
-      continue;
-    }
-    if (!target.dataset.drawn) target.replaceChildren();
-    await Plotly.react(target, figure.data, figure.layout, {responsive: true, displaylogo: false});
-    target.dataset.drawn = "1";
-  }
-  document.body.dataset.figuresDrawn = figuresVersion;
-}
-
-async function update(data) {
-  show(data);
-  if (data.version !== figuresVersion) {
-    figuresVersion = data.version;
-    await drawFigures();
-  }
-  return data.status === "running";
-}
-
-async function poll() {
-  try {
-    const response = await fetch(urls.data, {headers: {Accept: "application/json"}});
-    if (response.ok && !(await update(await response.json()))) return;
-  } catch (error) {
-    // the server is restarting: try again at the next tick
-  }
-  setTimeout(poll, 3000);
-}
-
-const first = JSON.parse(document.getElementById("sweep-data").textContent);
-update(first).then((running) => { if (running) setTimeout(poll, 3000); });
+follow(charts, show);
