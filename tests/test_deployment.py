@@ -34,6 +34,15 @@ def variables_in_env_example() -> set[str]:
     return set(re.findall(r"^#? ?([A-Z][A-Z0-9_]*)=", (REPO / ".env.example").read_text(), re.MULTILINE))
 
 
+def test_ci_runs_every_folder_of_tests():
+    """A folder of tests that .ci/run names in none of its parts would never run in CI (tests/scores once)."""
+    ci = (REPO / ".ci" / "run").read_text()
+    folders = {path.parent.relative_to(REPO).as_posix() for path in (REPO / "tests").rglob("test_*.py")}
+    missed = sorted(folder for folder in folders - {"tests"} if not re.search(rf"{re.escape(folder)}\b", ci))
+    assert not missed, f"test folders .ci/run does not run: {missed}"
+    assert "tests/test_*.py" in ci and "make test" in ci  # the top folder's tests, and the pages' scripts (test-js)
+
+
 def test_env_example_lists_every_variable_the_settings_read():
     read = environment_variables_read_by_settings()
     assert {"RLWEB_SECRET_KEY", "RLWEB_DEBUG", "REDIS_URL", "DATABASE_URL"} <= read  # the parsing works
