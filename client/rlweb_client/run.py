@@ -385,7 +385,7 @@ class Run:
 def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Optional[str] = None,
          config: Any = None, name: Optional[str] = None, offline_dir: Optional[str] = None, *,
          offline_after: float = 60.0, retry_delay: float = 0.5, max_retry_delay: float = 30.0,
-         max_pending: int = 1_000_000, batch_size: int = 1000, flush_interval: float = 0.5) -> Run:
+         max_pending: int = 1_000_000, batch_size: int = 1000, flush_interval: float = 0.35) -> Run:
     """Start a run of `experiment` on the rlweb site at `url` (default: $RLWEB_URL) with an API token (default:
     $RLWEB_TOKEN). `config` is a JSON object (a dict, or an argparse Namespace). Without a server answer the run
     goes on in a file in `offline_dir` (default ./rlweb-offline). `offline_after`: seconds of outage before that;
