@@ -195,7 +195,12 @@ class Registration:
 
     def beat(self) -> None:
         try:
-            write_entry({**self.entry, "load": json.dumps(self.sampler.sample())})
+            load = json.dumps(self.sampler.sample())
+        except Exception:  # noqa: BLE001  (the load is a nicety: a failing sample must not stop the beats)
+            logger.exception("cannot sample this worker's load; its entry goes without it")
+            load = "{}"
+        try:
+            write_entry({**self.entry, "load": load})
         except redis.RedisError as error:  # the entry expires meanwhile; the next beat writes it again
             logger.warning("cannot write this worker's registry entry (%s); retrying", error)
 

@@ -100,18 +100,27 @@ def test_a_job_asked_while_its_run_trains_is_done_at_once_and_a_waiting_one_is_c
                                                    "checkpoint_interval": "50000"})
     page.wait_for_selector("#checkpoint-job-form:not([hidden])", timeout=240_000)  # the first checkpoint, live
     jobs_url = page.get_attribute("#run-page", "data-jobs-url")
-    page.fill("#id_episodes", "2")
-    page.click("#checkpoint-job-form button[type=submit]")
-    page.wait_for_selector("#checkpoint-jobs li[data-status=succeeded]", timeout=120_000)
-    assert page.text_content("#run-status").strip() == "running"  # done beside the training run, not after it
-    [done] = job_rows(page)
-    assert done["job"] == "evaluate, 2 episodes"
-
     site_stack.env["REDIS_URL"] = f"unix://{site_stack.var / 'redis.sock'}?db=0"  # the site's, for the registry
-    jobs_worker = site_stack.orm("""
+    live_jobs_workers = """
         from rlweb.experiments import workers
         result = [worker.pid for worker in workers.live_workers() if worker.queues == ["jobs"]]
-    """)
+    """
+    # the jobs worker in the registry: else a job goes to the run's own queue, behind the training run
+    wait_until(lambda: site_stack.orm(live_jobs_workers), 60, "the jobs worker is not in the registry",
+               lambda: (site_stack.var / "jobs-worker.log").read_text()[-4000:])
+    page.fill("#id_episodes", "2")
+    page.click("#checkpoint-job-form button[type=submit]")
+    page.wait_for_selector("#checkpoint-jobs li[data-status=succeeded], #checkpoint-jobs li[data-status=failed]",
+                           timeout=120_000)
+    [done] = job_rows(page)
+    assert done["status"] == "succeeded", (done, site_stack.orm("""
+        from rlweb.experiments.models import CheckpointJob
+        result = list(CheckpointJob.objects.values("status", "queue", "error"))
+    """), (site_stack.var / "jobs-worker.log").read_text()[-4000:])
+    assert page.text_content("#run-status").strip() == "running"  # done beside the training run, not after it
+    assert done["job"] == "evaluate, 2 episodes"
+
+    jobs_worker = site_stack.orm(live_jobs_workers)
     assert len(jobs_worker) == 1, jobs_worker
     os.kill(jobs_worker[0], signal.SIGSTOP)
     try:
