@@ -473,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     except BlockingIOError:
         say(f"another devserver is already using {var}; stop it first or pass another --var-dir")
         return 1
-    env = dict(os.environ, RLWEB_VAR_DIR=str(var), PYTHONUNBUFFERED="1", DJANGO_SETTINGS_MODULE="rlweb.settings")
+    env = dict(os.environ, RLWEB_VAR_DIR=str(var), PYTHONUNBUFFERED="1", DJANGO_SETTINGS_MODULE="rlweb.settings",
+               RLWEB_JOBS_WORKER_DEPLOYED="True")  # serve() always starts the checkpoint-jobs worker
 
     def on_signal(signum, frame):
         raise Stop

@@ -185,6 +185,9 @@ MAX_TOTAL_STEPS = env_int("RLWEB_MAX_TOTAL_STEPS", 10**9)
 STORAGE_QUOTA_MB = env_int("RLWEB_STORAGE_QUOTA_MB", 0)  # per user; 0: no limit (rlweb/experiments/storage_use.py)
 AUTO_QUEUE = os.environ.get("RLWEB_AUTO_QUEUE", "cpu")
 JOBS_QUEUE = "jobs"  # checkpoint jobs (evaluate, record a video): a worker of its own serves it (checkpoint_jobs.py)
+# True where the deployment runs a jobs worker (`make run`, docker-compose): work for it always goes to JOBS_QUEUE and
+# waits there while that worker restarts. False: to JOBS_QUEUE only while a live worker serves it (workers.py).
+JOBS_WORKER_DEPLOYED = env_bool("RLWEB_JOBS_WORKER_DEPLOYED", False)
 NAMED_QUEUES = named_queues("RLWEB_QUEUES")  # routed to by the form's device choice; the worker's -Q lists them
 WORKER_BEAT_SECONDS = 10  # a worker rewrites its registry entry this often (rlweb/experiments/workers.py)
 WORKER_TTL_SECONDS = 30  # and the entry of a worker that stopped beating is gone after this

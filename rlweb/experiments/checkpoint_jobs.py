@@ -87,10 +87,8 @@ def ask(checkpoint: Checkpoint, kind: str, episodes: int) -> CheckpointJob:
 
 
 def job_queue(experiment) -> str:
-    """The jobs queue when a live worker serves it, else the run's own queue."""
-    if settings.JOBS_QUEUE in workers.served_queues(workers.live_workers()):
-        return settings.JOBS_QUEUE
-    return experiment.queue_name
+    """The jobs queue where a jobs worker is deployed or live, else the run's own queue."""
+    return workers.jobs_queue_or(experiment.queue_name)
 
 
 def task_id(job_id: int) -> str:

@@ -253,7 +253,7 @@ def start(key: str, inputs: dict) -> None:
     client.set(f"{key}:input", json.dumps(inputs), ex=PENDING_SECONDS)  # read once, when the computation starts
     if not client.set(f"{key}:pending", "1", nx=True, ex=PENDING_SECONDS):
         return  # already under way
-    if settings.JOBS_QUEUE in workers.served_queues(workers.live_workers()):
+    if workers.jobs_queue_or("") == settings.JOBS_QUEUE:
         try:
             from rlweb.celery import app
 

@@ -166,6 +166,15 @@ def served_queues(workers: list[Worker]) -> set[str]:
     return {queue for worker in workers for queue in worker.queues}
 
 
+def jobs_queue_or(fallback: str) -> str:
+    """The jobs queue where the deployment runs a jobs worker (settings.JOBS_WORKER_DEPLOYED) or a live worker serves
+    it now, else `fallback`. A deployed jobs worker missing from the registry for a moment (a restart, a late beat on a
+    loaded host) then delays the work a little instead of sending it behind a training run."""
+    if settings.JOBS_WORKER_DEPLOYED or settings.JOBS_QUEUE in served_queues(live_workers()):
+        return settings.JOBS_QUEUE
+    return fallback
+
+
 def most_cores(queue: str, live: list[Worker] | None = None) -> int | None:
     """The most cores a live worker of `queue` may use: a run's processes all train on the one worker that takes it.
     None when no worker of the queue is known, or none of them says (started before workers did)."""

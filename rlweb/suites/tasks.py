@@ -43,12 +43,11 @@ def suite_aggregates(suite_id: int, score: str) -> None:
 
 
 def send_aggregates(suite_id: int, score: str) -> None:
-    """Send `suite_aggregates` once per suite and score at a time, to the jobs queue when a live worker serves it
+    """Send `suite_aggregates` once per suite and score at a time, to the jobs queue where a jobs worker is deployed or live
     (a training run never waits behind it), else to the cpu queue."""
     try:
         if not redis_keys.redis_client().set(pending_key(suite_id, score), "1", nx=True, ex=PENDING_SECONDS):
             return
-        queue = settings.JOBS_QUEUE if settings.JOBS_QUEUE in workers.served_queues(workers.live_workers()) else "cpu"
-        suite_aggregates.apply_async((suite_id, score), queue=queue)
+        suite_aggregates.apply_async((suite_id, score), queue=workers.jobs_queue_or("cpu"))
     except (redis.RedisError, OSError) as error:  # the page says they are not ready, and asks again
         logger.warning("suite %s: cannot send the bootstrap of its aggregates (%s)", suite_id, error)

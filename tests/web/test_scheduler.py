@@ -182,3 +182,14 @@ def test_a_checkpoint_job_goes_to_the_jobs_worker_when_one_is_up(trained_run, li
     assert checkpoint_jobs.job_device(trained_run.experiment, settings.JOBS_QUEUE) == "auto"  # what that worker has
     assert checkpoint_jobs.job_device(trained_run.experiment, "cpu") == "cpu"
     assert checkpoint_jobs.do(job.pk, worker="jobs@test", queue=settings.JOBS_QUEUE) == CheckpointJob.Status.SUCCEEDED
+
+
+def test_a_deployed_jobs_worker_gets_its_jobs_even_while_missing_from_the_registry(trained_run, live_redis, settings,
+                                                                                  django_capture_on_commit_callbacks):
+    """`make run` and compose deploy a jobs worker: a job never goes behind the training run because that worker's
+    registry entry lapsed for a moment (a restart, a late beat on a loaded host); it waits on the jobs queue."""
+    settings.JOBS_WORKER_DEPLOYED = True
+    final = trained_run.current_checkpoints().get(tag=Checkpoint.Tag.FINAL)
+    with django_capture_on_commit_callbacks(execute=True):
+        checkpoint_jobs.ask(final, CheckpointJob.Kind.EVALUATE, episodes=1)
+    assert live_redis.llen(settings.JOBS_QUEUE) == 1 and live_redis.llen("cpu") == 0
