@@ -260,3 +260,14 @@ def test_the_readme_links_only_to_files_that_exist():
     targets = re.findall(r"\]\(([^)#]+)\)", readme)
     assert "docs/screenshots/run-page.png" in targets
     assert [target for target in targets if "://" not in target and not (REPO / target).exists()] == []
+
+
+def test_the_web_server_freezes_what_it_loaded_out_of_the_garbage_collector():
+    """A full collection scanning Django and every view module paused history.json for 100-200 ms now and then under
+    load; rlweb.asgi loads the views first and freezes them all (a change that drops either part fails here)."""
+    probe = ("import gc, rlweb.asgi, sys; "
+             "print(gc.get_freeze_count(), 'rlweb.experiments.run_views' in sys.modules, 'rlweb.api.api' in sys.modules)")
+    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "REDIS_URL")}
+    answer = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    frozen, views_loaded, api_loaded = answer.stdout.split()
+    assert int(frozen) > 100_000 and views_loaded == api_loaded == "True", answer.stderr

@@ -26,6 +26,7 @@ from django.db import connection, models
 
 from rlweb.experiments.models import Event, Run
 from rlweb.experiments.redis_keys import TERMINAL_KINDS, blocking_read_timeout, stream_key
+from rlweb.experiments.rows import json_loads
 
 READ_COUNT = 500  # stream entries read at once
 CATCH_UP_COUNT = 2_000  # database rows read at once when the stream lacks events
@@ -51,7 +52,7 @@ class Streamed(dict):
     __slots__ = ("text",)
 
     def __init__(self, text: str):
-        super().__init__(json.loads(text))
+        super().__init__(json_loads(text))
         self.text = text
 
 

@@ -23,6 +23,15 @@ def json_text(value) -> str:
         return json.dumps(value)
 
 
+def json_loads(text: str | bytes):
+    """`text` decoded as json.loads does: by orjson (three to five times as fast on buckets and events), or by json.loads
+    for what orjson refuses (NaN and Infinity, which scripts' points may carry; an int past 64 bits; not UTF-8)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 def insert(model, columns: tuple[str, ...], rows_json: str, **constants) -> None:
     """Insert the rows of `rows_json`, a JSON array of objects with (at least) the fields `columns` of `model`,
     each also with the values of `constants` (by attribute name: `run_id`), in one statement. A JSON null is
