@@ -105,6 +105,7 @@ def test_a_scripts_curve_is_drawn_live_while_it_logs_through_the_client_and_thro
     steps = page.evaluate(f"Array.from({RETURNS}.data.find((trace) => trace.name === 'raw').x)")
     assert steps == logged["returns"]
     assert page.locator("[data-metric='losses/value_loss'] .chart-note").text_content() == f"{logged['losses']} points"
+    assert page.text_content("#episode-count") == str(len(logged["returns"]))  # counted live by charts/episodic_return
     page.wait_for_function("document.getElementById('run-status').textContent.trim() === 'succeeded'",
                            timeout=20_000)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

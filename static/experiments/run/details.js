@@ -1,6 +1,7 @@
 // The run page beside its charts: status, progress, the numbers at the top, the checkpoints, the videos and the
 // log, from the history and then from live events (run/live.js); and what a click on a chart points at.
 import {durationClock, durationText} from "../lib/duration.js";
+import {episodesInHistory} from "../lib/episodes.js";
 
 const page = document.getElementById("run-page");
 const statusLabel = document.getElementById("run-status");
@@ -27,8 +28,7 @@ function isNumber(value) {
 
 // The numbers the history's series give: the episodes so far, the best evaluation, the latest speed.
 export function loadNumbers(metrics) {
-  const returns = metrics["rollout/episode_return"];
-  if (returns) episodeCount = returns.count;
+  episodeCount = episodesInHistory(metrics);
   const evals = metrics["eval/return_mean"];
   if (evals && evals.value.length) bestEval = Math.max(...evals.value);
   const speed = metrics["time/steps_per_second"];

@@ -4,6 +4,7 @@
 // (`through_seq`) and where the stream picks up (`last_seq`), so no point is lost or drawn twice, also
 // after the browser reconnects (it sends Last-Event-ID).
 import {addMark, addPoints, dueCharts, drawCharts, endCharts, ended} from "./charts.js";
+import {endsAnEpisode} from "../lib/episodes.js";
 import {addCheckpoint, addLogLine, addVideo, countEpisode, setProgress, setStatus, showEnd, showError,
         showNumbers} from "./details.js";
 import {retryDelay} from "../lib/retry.js";
@@ -23,7 +24,7 @@ function apply(events) {
   for (const event of events) {
     setProgress(event.step);
     if (metricKinds.includes(event.kind)) addPoints(event, changed);
-    if (event.kind === "episode") countEpisode();
+    if (metricKinds.includes(event.kind) && endsAnEpisode(event)) countEpisode();
     if (logKinds.includes(event.kind)) addLogLine(event);
     if (event.kind === "started") {
       setStatus("running");
