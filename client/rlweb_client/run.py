@@ -40,7 +40,7 @@ class Run:
 
     def __init__(self, api: Api, experiment: str, config: dict, name: Optional[str], offline_dir: str,
                  offline_after: float, retry_delay: float, max_retry_delay: float, max_pending: int,
-                 batch_size: int, flush_interval: float):
+                 batch_size: int, flush_interval: float, project: Optional[int] = None):
         self.api = api
         self.offline_dir = offline_dir
         self.offline_after = offline_after
@@ -55,7 +55,8 @@ class Run:
         self.started = time.monotonic()
         self.init_body = {"experiment": experiment, **({"name": name} if name is not None else {}),
                           "config": config, "host": socket.gethostname()[:200], "command": shlex.join(sys.argv)[:10_000],
-                          "git_commit": git_commit(), "client_version": VERSION}
+                          "git_commit": git_commit(), "client_version": VERSION,
+                          **({"project": project} if project is not None else {})}
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._file_lock = threading.Lock()  # taken before `_lock`: writes to the offline file keep the queue's order
@@ -385,9 +386,11 @@ class Run:
 def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Optional[str] = None,
          config: Any = None, name: Optional[str] = None, offline_dir: Optional[str] = None, *,
          offline_after: float = 60.0, retry_delay: float = 0.5, max_retry_delay: float = 30.0,
-         max_pending: int = 1_000_000, batch_size: int = 1000, flush_interval: float = 0.35) -> Run:
+         max_pending: int = 1_000_000, batch_size: int = 1000, flush_interval: float = 0.35,
+         project: Optional[int] = None) -> Run:
     """Start a run of `experiment` on the rlweb site at `url` (default: $RLWEB_URL) with an API token (default:
-    $RLWEB_TOKEN). `config` is a JSON object (a dict, or an argparse Namespace). Without a server answer the run
+    $RLWEB_TOKEN), in the project of id `project` (default: $RLWEB_PROJECT, else your private space; one you own or
+    edit: its members see the run). `config` is a JSON object (a dict, or an argparse Namespace). Without a server answer the run
     goes on in a file in `offline_dir` (default ./rlweb-offline). `offline_after`: seconds of outage before that;
     `retry_delay` and `max_retry_delay`: the first and the longest back-off between tries."""
     url = url or os.environ.get("RLWEB_URL")
@@ -404,9 +407,18 @@ def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Opt
     config = json.loads(json.dumps(dict(config or {}), default=str))
     if len(json.dumps(config)) > MAX_CONFIG_BYTES:
         raise ValueError(f"the config takes more than {MAX_CONFIG_BYTES // 1024} KB as JSON")
+    if project is None and os.environ.get("RLWEB_PROJECT"):
+        project = os.environ["RLWEB_PROJECT"]
+    if project is not None:
+        try:
+            project = int(project)
+        except (TypeError, ValueError):
+            raise ValueError(f"the project is a project's id (a whole number), not {project!r}") from None
+        if project < 1:
+            raise ValueError(f"the project is a project's id (a whole number from 1), not {project}")
     api = Api(url, token, user_agent=f"rlweb-client/{VERSION}")
     return Run(api, experiment, config, name, offline_dir or os.path.join(os.getcwd(), "rlweb-offline"),
-               offline_after, retry_delay, max_retry_delay, max_pending, batch_size, flush_interval)
+               offline_after, retry_delay, max_retry_delay, max_pending, batch_size, flush_interval, project)
 
 
 def as_number(value: Any):

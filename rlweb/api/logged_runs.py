@@ -38,6 +38,8 @@ class LoggedRunIn(Body):
     command: str = Field("", max_length=10_000)
     git_commit: str = Field("", max_length=64)
     client_version: str = Field("", max_length=50)
+    project: int | None = Field(None, description="A project you own or edit: the experiment is made in it (its "
+                                                  "members see the run); none: your private space.")
 
     @field_validator("config")
     @classmethod
@@ -162,8 +164,12 @@ def larger_body(run):
 @router.post("", response={201: Created})
 def create(request, body: LoggedRunIn):
     """A new run of the experiment named `experiment` (the user's logged experiment of that name, made on first
-    use), running from now on. Points go to `/points` numbered from `next_seq`."""
-    run = runs.create(request.user, **body.dict())
+    use, in `project` when given), running from now on. Points go to `/points` numbered from `next_seq`. 404 for a
+    project you are not in, 403 for one you only view."""
+    try:
+        run = runs.create(request.user, **body.dict())
+    except runs.Refused as error:
+        raise refused(error) from None
     return Status(201, {"id": run.pk, "experiment_id": run.experiment_id, "next_seq": 1,
                         "url": request.build_absolute_uri(run.get_absolute_url()),
                         "points_max_bytes": points_max_bytes()})

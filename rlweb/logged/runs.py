@@ -42,6 +42,7 @@ from rlweb.experiments.redis_keys import stream_key
 from rlweb.experiments.sink import FINISHED_STREAM_SECONDS, RUNNING_STREAM_SECONDS, STREAM_MAXLEN, STREAM_TAIL, \
     sink_client
 from rlweb.logged.models import LoggedRun
+from rlweb.projects import access
 
 logger = logging.getLogger(__name__)
 
@@ -68,16 +69,19 @@ class Refused(Exception):
 # --- create ------------------------------------------------------------------------------------------------
 
 def create(user, experiment: str, config: dict, name: str = "", host: str = "", command: str = "",
-           git_commit: str = "", client_version: str = "") -> Run:
-    """A new running run of `user`'s logged experiment named `experiment` (made on first use), with the next seed
-    number; its log starts with a `started` event."""
+           git_commit: str = "", client_version: str = "", project: int | None = None) -> Run:
+    """A new running run of `user`'s logged experiment named `experiment` (made on first use, in `project` when
+    given: a project's id that `user` owns or edits), with the next seed number; its log starts with a `started`
+    event. Refused (404) for a project `user` is not in, (403) for one they only view."""
     now = timezone.now()
     total_steps = planned_steps(config)
+    shared = project_to_log_into(user, project)
     with transaction.atomic():
-        found = Experiment.objects.select_for_update().filter(owner=user, name=experiment, algorithm=LOGGED).first()
+        mine = Experiment.objects.select_for_update().filter(owner=user, name=experiment, algorithm=LOGGED)
+        found = (mine if shared is None else mine.filter(project=shared)).first()
         if found is None:
             found = Experiment.objects.create(
-                owner=user, name=experiment, algorithm=LOGGED, env_id=text_setting(config, "env_id", "env"),
+                owner=user, name=experiment, algorithm=LOGGED, env_id=text_setting(config, "env_id", "env"), project=shared,
                 hyperparameters=config, total_steps=total_steps, device=LOGGED, auto_resume=False, num_seeds=0,
                 keep_checkpoints=0, description="Runs logged from a script through the API (rlweb_client).")
         last_seed = found.runs.aggregate(last=Max("seed"))["last"]
@@ -93,6 +97,18 @@ def create(user, experiment: str, config: dict, name: str = "", host: str = "", 
         events = store(run, [started])
     stream(run.pk, events)
     return run
+
+
+def project_to_log_into(user, project_id: int | None):
+    """The project of that id that `user` may log runs into, or None for none asked."""
+    if project_id is None:
+        return None
+    project = access.member_projects(user).filter(pk=project_id).first()
+    if project is None:
+        raise Refused(404, f"There is no project {project_id} of yours: see your projects page for their ids.")
+    if not access.editable_projects(user).filter(pk=project_id).exists():
+        raise Refused(403, "A viewer of this project cannot log runs into it: ask its owner to make you an editor.")
+    return project
 
 
 def planned_steps(config: dict) -> int:

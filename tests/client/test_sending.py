@@ -78,6 +78,19 @@ def test_the_url_and_token_default_to_the_environment(server, tmp_path, monkeypa
     assert server.runs[1]["init"]["experiment"] == "from-env" and server.runs[1]["status"] == "succeeded"
 
 
+def test_a_run_names_its_project_by_argument_or_environment_and_a_bad_one_is_refused_at_once(server, start_run,
+                                                                                              monkeypatch):
+    start_run(project=4).finish()
+    assert server.runs[1]["init"]["project"] == 4
+    monkeypatch.setenv("RLWEB_PROJECT", "7")
+    start_run().finish()
+    assert server.runs[2]["init"]["project"] == 7
+    for bad in ("lab", 0, -3):
+        with pytest.raises(ValueError, match="the project is a project's id"):
+            start_run(project=bad)
+    assert len(server.runs) == 2
+
+
 @pytest.mark.parametrize("outage", ["stopped", "unavailable", "close"])
 def test_no_point_is_lost_or_doubled_across_an_outage_of_several_seconds(server, start_run, outage):
     run = start_run()

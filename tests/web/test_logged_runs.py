@@ -341,3 +341,28 @@ def test_the_lists_filter_logged_experiments_and_runs_by_their_algorithm(api, ow
     assert INIT["experiment"] in experiments and "trained" not in experiments and "Unknown algorithm" not in experiments
     runs = owner_client.get(reverse("run-list"), {"algorithm": LOGGED}).content.decode()
     assert f'href="/runs/{run_id}/"' in runs
+
+
+def test_a_script_logs_into_a_project_it_edits_and_the_projects_members_see_the_run(api, owner, stranger,
+                                                                                    stranger_api, django_user_model):
+    from rlweb.projects.models import Membership, Project
+
+    lab = Project.objects.create(name="lab", owner=stranger)
+    Membership.objects.create(project=lab, user=owner, role=Membership.Role.EDITOR)
+    viewer = django_user_model.objects.create_user("viewer", password="a long test password 3")
+    Membership.objects.create(project=lab, user=viewer, role=Membership.Role.VIEWER)
+    private = api.create()
+    shared = api.create(project=lab.pk)
+    assert Run.objects.get(pk=shared).experiment.project == lab  # an experiment of that name in the project
+    assert Run.objects.get(pk=private).experiment.project is None
+    assert api.create(project=lab.pk) != shared and Run.objects.get(pk=api.create(project=lab.pk)).experiment.pk == \
+        Run.objects.get(pk=shared).experiment.pk  # the next run joins it
+    assert stranger_api.get(f"/api/runs/{shared}").status_code == 200  # the project's owner sees it
+    assert stranger_api.get(f"/api/runs/{private}").status_code == 404
+
+    refused = Api(viewer).post("/api/logged-runs", {**INIT, "project": lab.pk})
+    assert refused.status_code == 403 and "viewer" in refused.json()["detail"]
+    outsider = django_user_model.objects.create_user("outsider", password="a long test password 4")
+    refused = Api(outsider).post("/api/logged-runs", {**INIT, "project": lab.pk})
+    assert refused.status_code == 404 and f"no project {lab.pk}" in refused.json()["detail"]
+    assert api.post("/api/logged-runs", {**INIT, "project": "lab"}).status_code == 422  # an id, not a name
