@@ -49,6 +49,7 @@ from rlweb.experiments.history import rebuild_summary, summarize
 from rlweb.experiments.live_changes import changes_to_replay, record_change
 from rlweb.experiments.models import Checkpoint, Event, MetricBucket, Run, Video
 from rlweb.experiments.redis_keys import TERMINAL_KINDS, changes_key, stop_key, stream_key
+from rlweb.experiments.rows import insert, json_text
 from rlweb.storage import STORAGE_ERRORS
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ UNSENT_EVENTS = 20_000  # events kept for the stream while Redis is down (a few 
 REDIS_TIMEOUT = 2.0  # seconds the sink waits for Redis to connect or answer: a dead server costs this once ...
 REDIS_BACKOFF = (0.5, 10.0)  # ... per back-off, which doubles from the first to the second after each failure
 PENDING_LIMIT = 20_000  # events waiting for the database before the run gives up on it
+EVENT_FIELDS = ("seq", "kind", "step", "time", "values")
 
 
 def plain(value):
@@ -145,7 +147,7 @@ class RedisSink(Sink):
         # after every seq an earlier attempt may have sent (lifecycle.forget_dead_attempt raised `last_seq`)
         self.seq = max(run.last_seq, run.stored_seq())
         self.steps_done = run.steps_done
-        self.pending: list[Event] = []
+        self.pending: list[tuple[dict, str]] = []  # events for the database: each record and its JSON
         self.last_flush = time.monotonic()
         self.ended = False  # a "finished" or "failed" event went out
         self.stop_requested = False  # set on SIGTERM or a cancel the heartbeat read (lifecycle.py)
@@ -172,8 +174,9 @@ class RedisSink(Sink):
         self.seq += 1
         record = {"seq": self.seq, "kind": kind, "step": int(event["step"]), "time": float(event["time"]),
                   "values": values}
-        self.pending.append(Event(run_id=self.run.pk, **record))
-        self.unsent.append((self.seq, json.dumps(record)))
+        text = json_text(record)  # once, for the stream and the database (`plain` made the values JSON-safe)
+        self.pending.append((record, text))
+        self.unsent.append((self.seq, text))
         self.send_unsent()
         self.steps_done = max(self.steps_done, record["step"])
         if kind == "hyperparameters":
@@ -286,8 +289,9 @@ class RedisSink(Sink):
     def write_pending(self) -> None:
         if self.pending:
             with transaction.atomic():  # a page reading the history sees the events and their summary together
-                Event.objects.bulk_create(self.pending)
-                summarize(self.run.pk, self.pending)
+                # one INSERT from a JSON array (rows.py): a third of bulk_create's time, with no model objects
+                insert(Event, EVENT_FIELDS, "[" + ",".join(text for _, text in self.pending) + "]", run_id=self.run.pk)
+                summarize(self.run.pk, [record for record, _ in self.pending])
             self.pending = []
         Run.objects.filter(pk=self.run.pk).update(steps_done=self.steps_done, heartbeat_at=timezone.now())
         self.run.steps_done = self.steps_done
