@@ -9,8 +9,9 @@ import {flatRange, smoother} from "../lib/smoothing.js";
 const page = document.getElementById("run-page");
 const chartList = document.getElementById("charts");
 // charts in this order first, the rest by name
-const firstKeys = ["rollout/episode_return", "eval/return_mean", "rollout/episode_length", "train/loss",
-                   "train/epsilon", "train/entropy", "train/learning_rate", "time/steps_per_second"];
+const firstKeys = ["rollout/episode_return", "charts/episodic_return", "eval/return_mean", "rollout/episode_length",
+                   "charts/episodic_length", "train/loss", "train/epsilon", "train/entropy", "train/learning_rate",
+                   "time/steps_per_second"];  // rlweb's, then CleanRL's names of the same
 const maxLivePoints = 4000;  // a series that grows past this keeps the smallest and largest of each 4 points
 const plotlyInterval = 3000;  // ms: live points wait on a chart's tail at most this long for plotly (tails below)
 
