@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 
 import redis
-from django.conf import settings
 
 from rlweb.celery import app
 from rlweb.experiments import redis_keys, workers
