@@ -7,6 +7,7 @@ body that path takes (the views keep their exact bounds and messages below it).
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -35,9 +36,15 @@ class BodyTooLarge(Exception):
     pass
 
 
-def too_large_text(bound: int, setting: str) -> bytes:
-    return json.dumps({"detail": f"The request's body is larger than this address takes ({bound / MEGABYTE:,.1f} MB, "
-                                 f"set by {setting}): send less."}).encode()
+def too_large_detail(bound: int, setting: str) -> str:
+    return f"The request's body is larger than this address takes ({bound / MEGABYTE:,.1f} MB, set by {setting}): send less."
+
+
+def too_large_page(detail: str, path: str) -> bytes:
+    """What a browser shows for a form posted too large (the TensorBoard import page): the reason, and a way back."""
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Too large</title></head><body>'
+            f'<h1>Too large</h1><p id="too-large">{html.escape(detail)}</p>'
+            f'<p><a href="{html.escape(path)}">Back to the form</a></p></body></html>').encode()
 
 
 class BodyLimit:
@@ -53,8 +60,9 @@ class BodyLimit:
             length = int(headers.get(b"content-length", b"0"))
         except ValueError:
             length = 0
+        wants_page = not scope["path"].startswith("/api/") and b"text/html" in headers.get(b"accept", b"")
         if length > bound:
-            return await refuse(send, bound, setting)
+            return await refuse(send, too_large_detail(bound, setting), scope["path"] if wants_page else None)
         received = 0
 
         async def bounded_receive():
@@ -69,12 +77,14 @@ class BodyLimit:
         try:
             await self.app(scope, bounded_receive, send)
         except BodyTooLarge:  # raised while Django read the body, before it answered
-            await refuse(send, bound, setting)
+            await refuse(send, too_large_detail(bound, setting), scope["path"] if wants_page else None)
 
 
-async def refuse(send, bound: int, setting: str) -> None:
-    body = too_large_text(bound, setting)
+async def refuse(send, detail: str, page: str | None) -> None:
+    """413 with `detail`: as JSON, or as a page with a link back to `page` (a browser's form)."""
+    body, kind = (too_large_page(detail, page), b"text/html; charset=utf-8") if page else \
+        (json.dumps({"detail": detail}).encode(), b"application/json")
     await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                "headers": [(b"content-type", kind), (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})

@@ -75,3 +75,18 @@ async def _a_body_within_the_bound_reaches_django():
     assert status == 403  # Django's answer: no token, so a session request without its CSRF token
     await communicator.send_input({"type": "http.disconnect"})
     await communicator.wait(timeout=10)
+
+
+def test_a_browsers_form_posted_too_large_gets_a_page_that_says_why_with_a_way_back(settings):
+    async_to_sync(_a_browsers_form_posted_too_large)(settings)
+
+
+async def _a_browsers_form_posted_too_large(settings):
+    settings.TENSORBOARD_IMPORT_MAX_MB = 1
+    communicator = ApplicationCommunicator(application, request("/runs/import-tensorboard/", [
+        (b"accept", b"text/html,application/xhtml+xml"), (b"content-length", str(50 * 2**20).encode())]))
+    await communicator.send_input({"type": "http.request", "body": b"", "more_body": True})
+    start = await communicator.receive_output(timeout=10)
+    body = (await communicator.receive_output(timeout=10))["body"].decode()
+    assert start["status"] == 413 and (b"content-type", b"text/html; charset=utf-8") in start["headers"]
+    assert "RLWEB_TENSORBOARD_IMPORT_MAX_MB" in body and '<a href="/runs/import-tensorboard/">Back to the form</a>' in body
