@@ -37,7 +37,8 @@ class BodyTooLarge(Exception):
 
 
 def too_large_detail(bound: int, setting: str) -> str:
-    return f"The request's body is larger than this address takes ({bound / MEGABYTE:,.1f} MB, set by {setting}): send less."
+    return (f"The request's body is larger than this address takes ({bound / MEGABYTE:,.1f} MB, set by {setting}): "
+            "send less.")
 
 
 def too_large_page(detail: str, path: str) -> bytes:
