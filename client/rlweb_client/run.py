@@ -390,9 +390,9 @@ def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Opt
          project: Optional[int] = None) -> Run:
     """Start a run of `experiment` on the rlweb site at `url` (default: $RLWEB_URL) with an API token (default:
     $RLWEB_TOKEN), in the project of id `project` (default: $RLWEB_PROJECT, else your private space; one you own or
-    edit: its members see the run). `config` is a JSON object (a dict, or an argparse Namespace). Without a server answer the run
-    goes on in a file in `offline_dir` (default ./rlweb-offline). `offline_after`: seconds of outage before that;
-    `retry_delay` and `max_retry_delay`: the first and the longest back-off between tries."""
+    edit: its members see the run). `config` is a JSON object (a dict, or an argparse Namespace). Without a server
+    answer the run goes on in a file in `offline_dir` (default ./rlweb-offline). `offline_after`: seconds of outage
+    before that; `retry_delay` and `max_retry_delay`: the first and the longest back-off between tries."""
     url = url or os.environ.get("RLWEB_URL")
     token = token or os.environ.get("RLWEB_TOKEN")
     if not url or not token:

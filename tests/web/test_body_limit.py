@@ -89,4 +89,5 @@ async def _a_browsers_form_posted_too_large(settings):
     start = await communicator.receive_output(timeout=10)
     body = (await communicator.receive_output(timeout=10))["body"].decode()
     assert start["status"] == 413 and (b"content-type", b"text/html; charset=utf-8") in start["headers"]
-    assert "RLWEB_TENSORBOARD_IMPORT_MAX_MB" in body and '<a href="/runs/import-tensorboard/">Back to the form</a>' in body
+    assert "RLWEB_TENSORBOARD_IMPORT_MAX_MB" in body
+    assert '<a href="/runs/import-tensorboard/">Back to the form</a>' in body
