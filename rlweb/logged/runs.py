@@ -81,7 +81,8 @@ def create(user, experiment: str, config: dict, name: str = "", host: str = "", 
         found = (mine if shared is None else mine.filter(project=shared)).first()
         if found is None:
             found = Experiment.objects.create(
-                owner=user, project=shared, name=experiment, algorithm=LOGGED, env_id=text_setting(config, "env_id", "env"),
+                owner=user, project=shared, name=experiment, algorithm=LOGGED,
+                env_id=text_setting(config, "env_id", "env"),
                 hyperparameters=config, total_steps=total_steps, device=LOGGED, auto_resume=False, num_seeds=0,
                 keep_checkpoints=0, description="Runs logged from a script through the API (rlweb_client).")
         last_seed = found.runs.aggregate(last=Max("seed"))["last"]
