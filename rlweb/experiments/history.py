@@ -17,6 +17,7 @@ import math
 import operator
 from collections import defaultdict
 
+from django.db import connection
 from django.db.models import Max, Q, TextField
 from django.db.models.functions import Cast
 from django.urls import reverse
@@ -224,12 +225,16 @@ def metric_series(run: Run) -> dict[str, dict]:
 
 def log_events(run: Run, through_seq: int) -> list[dict]:
     """The latest LOG_LENGTH lifecycle and evaluation events up to `through_seq`, oldest first."""
-    # the index on (run, kind, seq) finds these kinds' events however many metric events the run has; they are few
-    # (one per evaluation, checkpoint or change), so one query sorts them (a UNION of a query per kind took 5 ms to
-    # compile, a third of history.json)
-    latest = list(Event.objects.filter(run=run, kind__in=LOG_KINDS, seq__lte=through_seq).order_by("-seq")[:LOG_LENGTH])
-    latest.reverse()
-    return [event.as_dict() for event in latest]
+    # an indexed read per kind, on (run, kind, seq): fast however many metric events the run has (one query over
+    # all these kinds may walk (run, seq) back through millions of them); written as SQL, as Django's UNION of
+    # the same querysets took 5 ms to compile, a third of history.json
+    table = connection.ops.quote_name(Event._meta.db_table)
+    part = (f"SELECT * FROM (SELECT * FROM {table} WHERE run_id = %s AND kind = %s AND seq <= %s "
+            f"ORDER BY seq DESC LIMIT {int(LOG_LENGTH)}) AS part_{{}}")
+    query = " UNION ALL ".join(part.format(number) for number in range(len(LOG_KINDS)))
+    latest = sorted(Event.objects.raw(query, [value for kind in LOG_KINDS for value in (run.pk, kind, through_seq)]),
+                    key=lambda event: event.seq)
+    return [event.as_dict() for event in latest[-LOG_LENGTH:]]
 
 
 def change_marks(run: Run, through_seq: int) -> list[dict]:
