@@ -157,7 +157,10 @@ def test_log_returns_at_once_while_the_server_is_down(server, start_run):
     for step in range(10_000):
         run.log({"charts/episodic_return": 1.0, "losses/value_loss": 0.5}, step=step)
     took = time.perf_counter() - started
-    assert took < 0.5, f"10,000 log() calls took {took:.2f} s"
+    # a log() that waited for the sender would wait out its back-off (25 ms at least, start_run's retry_delay / 2)
+    # each time: 10,000 calls could not end within 5 s if more than one in 50 waited. Unhindered they take 0.1-0.6 s
+    # (0.58 s once in CI, beside the other parts): the bound is not a speed test.
+    assert took < 5, f"10,000 log() calls took {took:.2f} s"
     server.start()
     run.finish(timeout=30)
     assert [point["seq"] for point in server.points()] == list(range(1, 10_001))
