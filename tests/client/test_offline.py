@@ -135,7 +135,7 @@ def test_finish_gives_up_after_its_timeout_and_keeps_the_rest_in_the_offline_fil
         run.log({"x": step}, step=step)
     started = time.monotonic()
     run.finish(timeout=1)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5  # not the minute (offline_after) a finish that ignored its timeout would take
     lines = records(run.offline_path)
     assert [line["op"] for line in lines] == ["init", "synced", "points", "finish"]
     assert [point["seq"] for point in lines[2]["points"]] == [1, 2, 3, 4, 5]
