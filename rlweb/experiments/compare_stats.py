@@ -253,7 +253,7 @@ def start(key: str, inputs: dict) -> None:
     client.set(f"{key}:input", json.dumps(inputs), ex=PENDING_SECONDS)  # read once, when the computation starts
     if not client.set(f"{key}:pending", "1", nx=True, ex=PENDING_SECONDS):
         return  # already under way
-    if workers.jobs_queue_or("") == settings.JOBS_QUEUE:
+    if workers.jobs_worker_expected():
         try:
             from rlweb.celery import app
 

@@ -166,13 +166,16 @@ def served_queues(workers: list[Worker]) -> set[str]:
     return {queue for worker in workers for queue in worker.queues}
 
 
+def jobs_worker_expected() -> bool:
+    """Whether the deployment runs a jobs worker (settings.JOBS_WORKER_DEPLOYED) or a live worker serves the jobs
+    queue now. A deployed jobs worker missing from the registry for a moment (a restart, a late beat on a loaded
+    host) then delays the work a little instead of sending it behind a training run."""
+    return settings.JOBS_WORKER_DEPLOYED or settings.JOBS_QUEUE in served_queues(live_workers())
+
+
 def jobs_queue_or(fallback: str) -> str:
-    """The jobs queue where the deployment runs a jobs worker (settings.JOBS_WORKER_DEPLOYED) or a live worker serves
-    it now, else `fallback`. A deployed jobs worker missing from the registry for a moment (a restart, a late beat on a
-    loaded host) then delays the work a little instead of sending it behind a training run."""
-    if settings.JOBS_WORKER_DEPLOYED or settings.JOBS_QUEUE in served_queues(live_workers()):
-        return settings.JOBS_QUEUE
-    return fallback
+    """The jobs queue where a jobs worker is expected, else `fallback`."""
+    return settings.JOBS_QUEUE if jobs_worker_expected() else fallback
 
 
 def most_cores(queue: str, live: list[Worker] | None = None) -> int | None:
