@@ -13,7 +13,7 @@ import re
 
 from django.conf import settings
 
-MEGABYTE = 2**20
+MEGABYTE = 2**20  # storage_use.MEGABYTE, which this module cannot import: it loads before Django's models
 FORM_SLACK = 64 * 1024  # a form's other fields and multipart boundaries beside its file
 
 # (path, the setting of its largest body in MB): the uploads; every other path takes Django's own bound on a body

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from typing_extensions import TypedDict  # pydantic reads a TypedDict's config only from this one on Python < 3.12
 
 from rlweb.api.schemas import Body
+from rlweb.body_limit import body_bound
 from rlweb.experiments import storage_use
 from rlweb.experiments.models import LOGGED, Run
 from rlweb.logged import runs, tensorboard
@@ -176,7 +177,8 @@ def create(request, body: LoggedRunIn):
 
 
 def archive_bound(run):
-    """Refuse an upload larger than RLWEB_TENSORBOARD_IMPORT_MAX_MB from its Content-Length, before it is read."""
+    """Refuse an upload larger than RLWEB_TENSORBOARD_IMPORT_MAX_MB from its Content-Length, before it is read: under
+    WSGI (`manage.py runserver`), where rlweb/body_limit.py, which bounds it under ASGI, is not in front."""
 
     @functools.wraps(run)
     def bounded(request, *args, **kwargs):
@@ -184,7 +186,7 @@ def archive_bound(run):
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
-        if length > tensorboard.max_bytes() + 64 * 1024:  # the form's other fields and boundaries
+        if length > body_bound(request.path)[0]:
             return JsonResponse({"detail": tensorboard.too_large("The upload", length).detail}, status=413)
         return run(request, *args, **kwargs)
 
