@@ -24,8 +24,9 @@ def json_text(value) -> str:
 
 
 def json_loads(text: str | bytes):
-    """`text` decoded as json.loads does: by orjson (three to five times as fast on buckets and events), or by json.loads
-    for what orjson refuses (NaN and Infinity, which scripts' points may carry; an int past 64 bits; not UTF-8)."""
+    """`text` decoded as json.loads does: by orjson (three to five times as fast on buckets and events), or by
+    json.loads for what orjson refuses (NaN and Infinity, which scripts' points may carry; an int past 64 bits; not
+    UTF-8)."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:

@@ -42,8 +42,8 @@ def suite_aggregates(suite_id: int, score: str) -> None:
 
 
 def send_aggregates(suite_id: int, score: str) -> None:
-    """Send `suite_aggregates` once per suite and score at a time, to the jobs queue where a jobs worker is deployed or live
-    (a training run never waits behind it), else to the cpu queue."""
+    """Send `suite_aggregates` once per suite and score at a time, to the jobs queue where a jobs worker is deployed
+    or live (a training run never waits behind it), else to the cpu queue."""
     try:
         if not redis_keys.redis_client().set(pending_key(suite_id, score), "1", nx=True, ex=PENDING_SECONDS):
             return
