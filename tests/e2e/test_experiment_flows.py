@@ -245,6 +245,8 @@ def test_the_form_groups_algorithms_by_family_and_describes_the_chosen_one(page,
 
     page.goto(site_stack.url + "/")
     page.click("text=New experiment")
+    page.wait_for_url(site_stack.url + "/experiments/new/")  # eval_on_selector_all reads at once, not waiting
+    page.wait_for_selector("#id_algorithm optgroup", state="attached")
     groups = page.eval_on_selector_all("#id_algorithm optgroup", "groups => groups.map(group => group.label)")
     assert groups[:3] == ["DQN family", "Policy gradient", "Continuous control"]
     assert page.inner_text("#id_algorithm_helptext") == trainer.get_spec("dqn").description
