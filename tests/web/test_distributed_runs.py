@@ -2,6 +2,7 @@
 not where it has not), and the training task runs such a run through the real task function: one report, its
 checkpoints in storage, a cancel within two seconds."""
 
+import json
 import threading
 import time
 
@@ -54,12 +55,15 @@ def test_a_cancel_stops_a_run_on_two_processes_within_two_seconds(make_experimen
                   hyperparameters=trainer.validate("ppo", "CartPole-v1", {**TWO_PROCESS_PPO, "n_epochs": 50}))
     asked = {}
 
+    def training() -> bool:
+        return any(json.loads(fields["event"])["kind"] == "train"
+                   for _, fields in live_redis.xrange(redis_keys.stream_key(run.pk)))
+
     def cancel_once_training():  # as the cancel button does, once the run reports its first update
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any(
-                '"kind": "train"' in fields["event"] for _, fields in live_redis.xrange(redis_keys.stream_key(run.pk))):
+        while time.monotonic() < deadline and not (seen := training()):
             time.sleep(0.05)
-        asked["time"] = time.monotonic()
+        asked["time"], asked["after_an_update"] = time.monotonic(), seen
         redis_keys.request_stop(run.pk)
 
     canceller = threading.Thread(target=cancel_once_training, daemon=True)
@@ -67,6 +71,7 @@ def test_a_cancel_stops_a_run_on_two_processes_within_two_seconds(make_experimen
     assert train_run(run.pk) == "cancelled"
     ended = time.monotonic()
     canceller.join()
+    assert asked["after_an_update"], "the run never reported an update in 120 s"  # not a cancel before training
     assert ended - asked["time"] < 2.0
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED and 0 < run.steps_done < 200_000
