@@ -13,7 +13,7 @@ import redis
 
 from rlweb.celery import app
 from rlweb.experiments import redis_keys, workers
-from rlweb.suites import launching, report
+from rlweb.suites import launching
 from rlweb.suites.models import Suite
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,8 @@ def pending_key(suite_id: int, score: str) -> str:
 @app.task(name="rlweb.suite_aggregates", ignore_result=True, time_limit=600)
 def suite_aggregates(suite_id: int, score: str) -> None:
     """Bootstrap a large suite's aggregates; the page finds them in the cache (report.aggregates)."""
+    from rlweb.suites import report  # scipy and rliable: about 1 s of every worker's start, for this task only
+
     try:
         suite = Suite.objects.filter(pk=suite_id).first()
         if suite is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -121,13 +122,28 @@ class Shell:
             self.process.wait()
 
 
+def site_env() -> dict:
+    """The environment rlweb starts in: this one without the tests' Redis, database and rlweb settings."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("REDIS_URL", "DATABASE_URL") and not key.startswith("RLWEB_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def migrate_into(var: Path) -> None:
+    """Migrate a fresh SQLite database in `var`, as the devserver does when it starts."""
+    from rlweb.devserver import SETUP
+
+    done = subprocess.run([sys.executable, "-c", SETUP], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=dict(site_env(), RLWEB_VAR_DIR=str(var), DJANGO_SETTINGS_MODULE="rlweb.settings"))
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
 @contextlib.contextmanager
 def running_site(var: Path):
     """Start rlweb with its state in `var` and yield it as a Site; stop every process it started after."""
     port = free_port()
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("REDIS_URL", "DATABASE_URL") and not key.startswith("RLWEB_")}
-    env["PYTHONUNBUFFERED"] = "1"
+    env = site_env()
     log = (var / "devserver.log").open("w")
     server = subprocess.Popen(
         [sys.executable, "-m", "rlweb.devserver", "--host", "127.0.0.1", "--port", str(port), "--var-dir", str(var)],
@@ -202,10 +218,22 @@ def launch_experiment(page, url: str, name: str, fields: dict) -> None:
     page.wait_for_selector("#run-status")
 
 
+@pytest.fixture(scope="session")
+def migrated_database(tmp_path_factory) -> Path:
+    """An empty database, migrated once for the session: each module's rlweb starts from a copy of it, and its own
+    migrate then has nothing to do (a migration from nothing costs about 1.5 s of CPU more, for each module)."""
+    var = tmp_path_factory.mktemp("migrated")
+    migrate_into(var)
+    return var / "db.sqlite3"
+
+
 @pytest.fixture(scope="module")
-def site_stack(tmp_path_factory):
-    """A fresh rlweb for one test module, as a Site (url, var folder, env, `orm`)."""
-    with running_site(tmp_path_factory.mktemp("e2e")) as stack:
+def site_stack(tmp_path_factory, migrated_database):
+    """A fresh rlweb for one test module, as a Site (url, var folder, env, `orm`), on a copy of the migrated
+    empty database."""
+    var = tmp_path_factory.mktemp("e2e")
+    shutil.copyfile(migrated_database, var / "db.sqlite3")
+    with running_site(var) as stack:
         yield stack
 
 
@@ -215,7 +243,17 @@ def site(site_stack):
     return site_stack.url
 
 
-@pytest.fixture(scope="module")
-def browser():
+@pytest.fixture(scope="session")
+def chromium_for_session():
+    """One chromium for the whole session: starting one costs about 1.5 s of CPU, for each module before."""
     with chromium() as browser:
         yield browser
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_for_session):
+    """The session's chromium, for one module: the pages and contexts the module opened are closed after it, so none
+    goes on polling a site that has stopped."""
+    yield chromium_for_session
+    for context in chromium_for_session.contexts:
+        context.close()
