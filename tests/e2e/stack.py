@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -16,7 +17,7 @@ import textwrap
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -58,14 +59,23 @@ class Site:
     url: str
     var: Path
     env: dict
+    _shell: Shell | None = field(default=None, repr=False)
 
     def orm(self, code: str):
-        """Run `code` with Django set up on the site's own database; it sets `result`, returned as JSON."""
-        script = "import django, json\ndjango.setup()\n" + textwrap.dedent(code) + "\nprint(json.dumps(result))\n"
-        done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60,
-                              env=self.django_env())
-        assert done.returncode == 0, done.stderr[-2000:]
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        """Run `code` with Django set up on the site's own database; it sets `result`, returned as JSON. The calls share
+        one Shell, started again when `env` changed: a Python with Django and torch for each call cost 2-3 s of CPU,
+        and tests poll with it."""
+        if self._shell is not None and self._shell.env != self.django_env():
+            self.close()
+        if self._shell is None:
+            self._shell = Shell(self)
+        return self._shell.orm(code)
+
+    def close(self) -> None:
+        """End the Shell that `orm` started, if any."""
+        if self._shell is not None:
+            self._shell.close()
+            self._shell = None
 
     def django_env(self) -> dict:
         return dict(self.env, RLWEB_VAR_DIR=str(self.var), DJANGO_SETTINGS_MODULE="rlweb.settings")
@@ -101,12 +111,15 @@ class Shell:
     its own each time) without starting Python, Django and torch for each: that takes seconds on a loaded machine."""
 
     def __init__(self, site: Site):
-        self.process = subprocess.Popen([sys.executable, "-c", SHELL], cwd=REPO, env=site.django_env(), text=True,
+        self.env = site.django_env()
+        self.process = subprocess.Popen([sys.executable, "-c", SHELL], cwd=REPO, env=self.env, text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
-    def orm(self, code: str):
+    def orm(self, code: str, timeout: float = 120):
         self.process.stdin.write(json.dumps(code) + "\n")
         self.process.stdin.flush()
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)  # one answer a call: nothing is buffered
+        assert ready, f"the shell did not answer within {timeout} s:\n{code}"
         line = self.process.stdout.readline()
         assert line, f"the shell ended with code {self.process.wait()}"
         answer = json.loads(line)
@@ -149,14 +162,18 @@ def running_site(var: Path):
         [sys.executable, "-m", "rlweb.devserver", "--host", "127.0.0.1", "--port", str(port), "--var-dir", str(var)],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
+    site = None
     try:
         deadline = time.monotonic() + 180
         while status_of(f"{url}/login/") != 200:
             if server.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"rlweb did not start:\n{(var / 'devserver.log').read_text()[-4000:]}")
             time.sleep(0.5)
-        yield Site(url, var, env)
+        site = Site(url, var, env)
+        yield site
     finally:
+        if site is not None:
+            site.close()
         server.send_signal(signal.SIGTERM)  # the supervisor stops its children in turn
         try:
             server.wait(timeout=60)

@@ -49,5 +49,6 @@ def test_two_users_runs_take_turns_on_the_only_worker(tmp_path):
                                                           "first-user"], order
         assert {node.split("@")[0] for _, _, node in order} == {"only"}
     finally:
+        site.close()
         stack.stop()
         redis_server.stop()

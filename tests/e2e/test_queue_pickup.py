@@ -57,6 +57,7 @@ def test_a_run_waits_with_a_notice_until_a_worker_for_its_queue_starts(tmp_path)
         node = site.orm(f"from rlweb.experiments.models import Run\nresult = Run.objects.get(pk={run_id}).worker_node")
         assert node.startswith("a100@")
     finally:
+        site.close()
         stack.stop()
         redis_server.remove()
 

@@ -163,6 +163,7 @@ def test_two_workers_with_their_own_disks_share_redis_postgres_and_a_bucket(tmp_
     hosts = Hosts(tmp_path, dict(REDIS_URL=redis_server.url, DATABASE_URL=database, RLWEB_QUEUES="host-b",
                                  RLWEB_SECRET_KEY="the same key on every host of this test",
                                  **s3.environment("rlweb-two-hosts")))
+    site = None
     try:
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=REPO, env=hosts.env("web"),
                        check=True, capture_output=True, timeout=300)
@@ -244,6 +245,8 @@ def test_two_workers_with_their_own_disks_share_redis_postgres_and_a_bucket(tmp_
             row = re.search(rf'<tr data-node="{host}@.*?</tr>', page, re.DOTALL)
             assert row and f"<code>{queue}</code>" in row.group(0), (host, queue, page[-3000:])
     finally:
+        if site is not None:
+            site.close()  # its shell's connection, before the database is dropped
         hosts.stop()
         s3.stop()
         redis_server.remove()

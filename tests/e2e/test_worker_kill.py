@@ -5,6 +5,7 @@ period when another worker has to take it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -98,7 +99,8 @@ def test_a_killed_workers_run_is_lost_and_trains_again_by_itself(tmp_path):
     redis_server = RedisServer().start()
     stack = Stack(tmp_path, redis_server.url)
     try:
-        run_id = Site("", tmp_path, stack.env).orm(MAKE_RUN)
+        with contextlib.closing(Site("", tmp_path, stack.env)) as site:
+            run_id = site.orm(MAKE_RUN)
         stack.start("beat", "beat", "--schedule", str(tmp_path / "celerybeat-schedule"))
         first = stack.worker("first")
         stack.wait(run_id, lambda row: row["status"] == "running" and row["checkpoint"] > 0, seconds=240)
