@@ -37,6 +37,8 @@ def test_a_suite_trains_its_runs_and_its_page_and_offline_report_show_the_aggreg
     for algorithm in ("dqn", "ppo"):
         page.check(f"#id_algorithms input[value='{algorithm}']")
     page.select_option("#id_env_list", "atari5")  # a named list fills in its ids, with its source
+    # the form's script is a module, run once the page has loaded: it fills in a list chosen before then too
+    page.wait_for_function("document.getElementById('id_env_ids').value.trim() !== ''")
     assert page.input_value("#id_env_ids").splitlines()[0] == "ALE/BattleZone-v5"
     assert "2210.02019" in page.inner_text("#env-list-source")
     page.select_option("#id_env_list", "")
