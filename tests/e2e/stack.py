@@ -147,7 +147,7 @@ def migrate_into(var: Path) -> None:
     from rlweb.devserver import SETUP
 
     done = subprocess.run([sys.executable, "-c", SETUP], cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env=dict(site_env(), RLWEB_VAR_DIR=str(var), DJANGO_SETTINGS_MODULE="rlweb.settings"))
+                          env=Site("", var, site_env()).django_env())
     assert done.returncode == 0, done.stderr[-4000:]
 
 

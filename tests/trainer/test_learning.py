@@ -3,7 +3,7 @@
 import pytest
 
 import trainer
-from tests.trainer.stop_once_reached import StopOnceReached
+from tests.trainer.stop_when_solved import StopWhenSolved
 
 
 @pytest.mark.slow
@@ -12,7 +12,7 @@ def test_dqn_with_tuned_settings_solves_cartpole_within_50k_steps_on_two_of_thre
     # only when one of the first two did not solve it
     best = []
     for seed in range(3):
-        summary = trainer.make("dqn", "CartPole-v1", seed=seed).learn(50_000, sink=StopOnceReached(475),
+        summary = trainer.make("dqn", "CartPole-v1", seed=seed).learn(50_000, sink=StopWhenSolved(475),
                                                                        eval_interval=5_000, eval_episodes=10)
         best.append(summary["best_eval_return"])
         print(f"seed {seed}: best eval return {summary['best_eval_return']} within {summary['steps']} steps")

@@ -5,22 +5,9 @@ are in benchmarks/policy_gradient.py."""
 import pytest
 
 import trainer
-from trainer.events import Sink
 
 from benchmarks.policy_gradient import SPARSE, SPARSE_ENV  # noqa: F401  (registers the sparse MountainCar)
-
-
-class StopWhenSolved(Sink):
-    def __init__(self, threshold: float):
-        self.threshold = threshold
-        self.best = float("-inf")
-
-    def emit(self, event: dict) -> None:
-        if event["kind"] == "eval":
-            self.best = max(self.best, event["values"]["eval/return_mean"])
-
-    def should_stop(self) -> bool:
-        return self.best >= self.threshold
+from tests.trainer.stop_when_solved import StopWhenSolved
 
 
 @pytest.mark.slow

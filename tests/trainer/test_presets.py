@@ -6,7 +6,7 @@ from trainer import presets
 from trainer.cli import main
 from trainer.params import ConfigError
 
-from tests.trainer.stop_once_reached import StopOnceReached
+from tests.trainer.stop_when_solved import StopWhenSolved
 
 
 @pytest.mark.parametrize("algorithm, env_id, name, description", [
@@ -89,7 +89,7 @@ def test_dqn_with_its_acrobot_preset_swings_up_where_the_plain_defaults_never_do
     CPU's float rounding (AVX2 or AVX512: -77.1 on one machine, -132.7 and -169.9 on another, the same seed), so
     the check is the best of its evaluations every 5k steps (-80.4 there); the run stops at the first above -100."""
     agent = trainer.make("dqn", "Acrobot-v1", seed=0, preset="auto")
-    summary = agent.learn(40_000, sink=StopOnceReached(-99.9), eval_interval=5_000, eval_episodes=10)
+    summary = agent.learn(40_000, sink=StopWhenSolved(-99.9), eval_interval=5_000, eval_episodes=10)
     assert summary["best_eval_return"] > -100, summary
 
 
