@@ -5,18 +5,33 @@
     agent.save("final.zip")
     agent = trainer.load("final.zip")
     agent.predict(observation); agent.evaluate(episodes=10)
+
+Importing the package does not import PyTorch: the web server, beat and the shell read the algorithms' names,
+schemas and presets through it, and PyTorch (about 2 s and 300 MB for each process) comes in with the first
+algorithm module, checkpoint or training run a process asks for.
 """
 
 import operator
 
 from trainer import presets  # noqa: F401  (trainer.presets.find, listing)
-from trainer.checkpoint import CheckpointError, load_checkpoint as load
 from trainer.params import ConfigError, canonical_names
 from trainer.presets import resolve as resolve_preset
 from trainer.registry import (algorithm_names, algorithms_by_family, broken_algorithms, get_spec, missing_plugin,
                               origin, validate)
-from trainer.runner import TrainingError
 from trainer.version import __version__
+
+
+def __getattr__(name: str):
+    """`trainer.load`, `trainer.CheckpointError` and `trainer.TrainingError`, imported (with PyTorch) on first use."""
+    if name in ("load", "CheckpointError"):
+        from trainer import checkpoint
+
+        return checkpoint.load_checkpoint if name == "load" else checkpoint.CheckpointError
+    if name == "TrainingError":
+        from trainer.runner import TrainingError
+
+        return TrainingError
+    raise AttributeError(f"module 'trainer' has no attribute {name!r}")
 
 
 def make(algorithm: str, env_id: str, seed: int = 0, device: str = "auto", preset: str | None = None,
@@ -27,6 +42,8 @@ def make(algorithm: str, env_id: str, seed: int = 0, device: str = "auto", prese
     required = hyperparameters.pop("plugin", None)  # the package a plugin's run was made with (trainer.validate)
     problem = missing_plugin(algorithm, required) if required else None
     if problem:  # fails at once, naming the package, instead of training something else
+        from trainer.runner import TrainingError
+
         raise TrainingError(f"This worker cannot train the run: {problem}.")
     spec = get_spec(algorithm)
     chosen = resolve_preset(algorithm, env_id, preset)

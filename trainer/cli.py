@@ -11,7 +11,7 @@ import trainer
 from trainer import provenance
 from trainer.distributed import Hosts
 from trainer.events import JsonLinesSink, MultiSink, ProgressBarSink
-from trainer.runner import interval_errors
+from trainer.params import interval_errors
 
 
 def main(argv: list[str] | None = None) -> int:

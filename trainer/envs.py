@@ -481,5 +481,10 @@ def space_from_json(data: dict) -> spaces.Space:
     raise ValueError(f"unsupported space in checkpoint: {kind!r:.100}")
 
 
+def is_image_space(space: spaces.Space) -> bool:
+    """uint8 Box observations of 2 or 3 dimensions are images (frames, or stacks of frames)."""
+    return isinstance(space, spaces.Box) and space.dtype == np.uint8 and len(space.shape) in (2, 3)
+
+
 def space_name(space: spaces.Space) -> str:
     return type(space).__name__

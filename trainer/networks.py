@@ -8,12 +8,8 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional as F
 
+from trainer.envs import is_image_space  # noqa: F401  (networks' users take it from here too)
 from trainer.params import parse_hidden_layers  # noqa: F401  (networks' users take it from here too)
-
-
-def is_image_space(space: spaces.Space) -> bool:
-    """uint8 Box observations of 2 or 3 dimensions are images (frames, or stacks of frames)."""
-    return isinstance(space, spaces.Box) and space.dtype == np.uint8 and len(space.shape) in (2, 3)
 
 
 def image_channels_first(shape: tuple[int, ...]) -> bool:

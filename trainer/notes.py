@@ -9,7 +9,7 @@ them), and the web form shows them when it launches.
 
 from __future__ import annotations
 
-from trainer.networks import is_image_space
+from trainer.envs import is_image_space
 from trainer.params import parse_hidden_layers
 
 RATES = ("learning_rate", "policy_learning_rate", "critic_learning_rate")

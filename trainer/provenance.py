@@ -8,7 +8,9 @@ exact `python -m trainer train ...` command that trains it again.
 The web app's worker records it as a run starts and stores it on the Run; `python -m trainer train` records it too.
 A checkpoint's config.json holds the `agent.environment` it was saved with. The command names every hyperparameter
 with `--preset none`, so it trains the same config even after a preset changes. Versions come from the installed
-packages' metadata: nothing heavy is imported for them.
+packages' metadata: nothing heavy is imported for them. Showing a record (`rows`, `value_text`) needs no PyTorch,
+so the web server and beat do not import it for the pages; collecting one imports it, in the process that made the
+agent and has it already.
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ import shlex
 import socket
 import subprocess
 from pathlib import Path
-
-import torch
 
 from trainer.registry import requirement
 from trainer.version import __version__
@@ -47,6 +47,8 @@ def collect(agent, *, total_steps: int, out: str | Path, eval_interval: int = 0,
     """The record of a run of `agent` to `total_steps` env steps, with the options `Agent.learn` takes, started now
     (at `agent.steps_done`). `out` is the folder its command writes to. Callers put it in `agent.environment`, which
     its checkpoints then hold."""
+    import torch
+
     commit, dirty = source_commit(SOURCE_ROOT)
     device = torch.device(agent.device)
     options = {"--eval-interval": eval_interval, "--eval-episodes": eval_episodes,
@@ -69,6 +71,8 @@ def repeat_command(agent, total_steps: int, options: dict, out: str | Path) -> s
     """`python -m trainer train ...` (trainer/cli.py) that trains `agent`'s config from scratch to `total_steps` with
     the CLI `options` ({"--eval-interval": 5000, ...}): every hyperparameter given with --set on top of no preset,
     the seed, the device type and this process's torch threads."""
+    import torch
+
     words = ["python", "-m", "trainer", "train", agent.name, agent.env_id, "--total-steps", total_steps,
              "--seed", agent.seed, "--device", torch.device(agent.device).type]
     for flag, value in options.items():
@@ -119,6 +123,8 @@ def package_version(name: str) -> str | None:
 
 def cudnn_version() -> str | None:
     """cuDNN's version as torch reports it (90100 for 9.1.0), None without one (a CPU build)."""
+    import torch
+
     if not torch.backends.cudnn.is_available():
         return None
     version = torch.backends.cudnn.version()

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from trainer.envs import chosen_vectorization, env_spaces, space_name
 from trainer.params import MOST_PROCESSES, ConfigError, Param, build_config, canonical_names, schema
-from trainer.resources import check_memory
 from trainer.version import __version__
 
 # The families algorithms are grouped by (the web form's <optgroup>s, `python -m trainer list`), in order
@@ -332,6 +331,8 @@ def validate(algorithm: str, env_id: str, hyperparameters: dict) -> dict:
         if config is not None and hasattr(config, "vectorization"):  # ale steps only Atari ids
             chosen_vectorization(env_id, config.vectorization)
         if config is not None and not errors:  # bounded before anything is built or queued
+            from trainer.resources import check_memory  # builds the agent on PyTorch's meta device
+
             check_memory(spec, config, observation_space, action_space, env_id)
     except ConfigError as error:
         errors.update(error.errors)

@@ -16,34 +16,12 @@ import torch
 
 from trainer.envs import make_env
 from trainer.events import Sink, make_event
-from trainer.params import ConfigError
+from trainer.params import ConfigError, interval_errors
 from trainer.system_metrics import ENV, OTHER, UPDATE, PhaseTimes, SystemSampler, interval_seconds
 from trainer.video import CannotRender, record_episode, video_env
 
 STOP_POLL_SECONDS = 0.5  # how often the sink is asked whether to stop, and for changes (Redis calls in the web app)
 TIME_EVENT_SECONDS = 2.0  # how often throughput is reported
-MAX_CHECKPOINTS = 1_000  # periodic checkpoints one run may write (its best and final ones come on top)
-MAX_VIDEOS = 200  # episode videos one run may record
-
-
-def shortest_interval(total_steps: int, most: int) -> int:
-    """The shortest interval that gives at most `most` of something in a run of `total_steps` env steps."""
-    return max(1, -(-int(total_steps) // most))
-
-
-def interval_errors(total_steps: int, checkpoint_interval: int = 0, video_interval: int = 0) -> dict[str, str]:
-    """The checkpoint and video intervals that would make too many files in a run of `total_steps` env steps, each
-    with what it must be instead: 0 (off) or at least total_steps / MAX_CHECKPOINTS (MAX_VIDEOS). The web form, the
-    command line and the runner all ask this, so a run never writes thousands of files."""
-    errors = {}
-    for name, interval, most, what in (("checkpoint_interval", checkpoint_interval, MAX_CHECKPOINTS, "checkpoints"),
-                                       ("video_interval", video_interval, MAX_VIDEOS, "videos")):
-        least = shortest_interval(total_steps, most)
-        if interval and 0 < int(interval) < least:
-            errors[name] = (f"must be 0 (off) or at least {least:,}: every {int(interval):,} of {int(total_steps):,} "
-                            f"steps makes {int(total_steps) // int(interval):,} {what}, and a run makes at most "
-                            f"{most:,}")
-    return errors
 
 
 class TrainingError(RuntimeError):

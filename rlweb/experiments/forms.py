@@ -24,8 +24,7 @@ from django.core.validators import MaxValueValidator
 from trainer import presets
 from trainer.envs import env_spaces
 from trainer.notes import run_notes
-from trainer.params import Param
-from trainer.runner import MAX_CHECKPOINTS, interval_errors
+from trainer.params import MAX_CHECKPOINTS, Param, interval_errors
 
 from rlweb.experiments import storage_use, workers
 from rlweb.experiments.models import Experiment, Run, queue_of_device

@@ -34,9 +34,8 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-from trainer import provenance
 from trainer.events import make_event
-from trainer.runner import interval_errors
+from trainer.params import interval_errors
 
 from rlweb.celery import app  # revoking a queued run's message
 from rlweb.experiments import history, redis_keys, scheduler, signals, storage_use
@@ -257,6 +256,8 @@ def stop_on_sigterm(sink: RedisSink):
 def train_and_record(run: Run, checkpoint: Checkpoint | None, sink: RedisSink) -> bool:
     """Train a claimed run (from `checkpoint`, when it resumes); a training error ends it `failed` with the
     traceback, and the worker goes on to its next run. False when its end could not be recorded."""
+    from trainer import provenance  # PyTorch's versions and threads: imported where runs train, not in every process
+
     experiment = run.experiment
     try:
         with tempfile.TemporaryDirectory(prefix=f"rlweb-run{run.pk}-") as folder:

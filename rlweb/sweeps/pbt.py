@@ -36,7 +36,6 @@ import trainer
 from django.db import transaction
 from django.utils import timezone
 from trainer import pbt as rules
-from trainer.checkpoint import MAX_MODEL_BYTES, open_archive, read_config, read_member
 from trainer.events import Sink
 
 from rlweb.experiments import lifecycle
@@ -232,6 +231,8 @@ def finite(value: float | None) -> float | None:
 def rewritten(source: Checkpoint, folder: Path, seed: int, seconds_trained: float) -> Path:
     """A copy of `source`'s file with the copier's own seed and clock in its config (its weights as they are):
     the copier plays its own episodes, not the donor's again. Read with the checkpoint's own bounds; no pickle."""
+    from trainer.checkpoint import MAX_MODEL_BYTES, open_archive, read_config, read_member  # imports PyTorch
+
     original = folder / "source.zip"
     with source.file.storage.open(source.file.name, "rb") as stream, original.open("wb") as copy:
         while chunk := stream.read(2**20):

@@ -12,7 +12,8 @@ import torch
 from trainer import runner as runner_module
 from trainer.events import ListSink, Sink
 from trainer.params import ConfigError
-from trainer.runner import MAX_CHECKPOINTS, MAX_VIDEOS, Runner, TrainingError, interval_errors, training_error
+from trainer.params import MAX_CHECKPOINTS, MAX_VIDEOS, interval_errors
+from trainer.runner import Runner, TrainingError, training_error
 
 
 class CountingAgent:

@@ -1,0 +1,46 @@
+"""The processes that never train (the web server until a page needs an algorithm, beat, a Django shell) start without
+PyTorch: it costs each about 2 s of CPU and 180 MB, and the pages that list runs, show a record or take a chore do not
+need it. `trainer` imports it with the first algorithm module, checkpoint or training run (trainer/__init__.py)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+STARTS = """
+import sys
+import django
+django.setup()
+from rlweb.celery import app
+app.loader.import_default_modules()  # the tasks modules, and Django's checks with every template tag library
+app.finalize()
+import rlweb.asgi, rlweb.urls
+import trainer
+trainer.algorithm_names
+print("torch" in sys.modules)
+"""
+
+
+def test_the_web_app_and_beat_start_without_pytorch():
+    env = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    done = subprocess.run([sys.executable, "-c", STARTS], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**env, "DJANGO_SETTINGS_MODULE": "rlweb.settings"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "False", "an import at the top of a module brought in PyTorch"
+
+
+def test_the_library_still_reaches_what_needs_pytorch_through_the_package():
+    import trainer
+    from trainer.checkpoint import CheckpointError, load_checkpoint
+    from trainer.runner import TrainingError
+
+    assert trainer.load is load_checkpoint
+    assert trainer.CheckpointError is CheckpointError and trainer.TrainingError is TrainingError
+    try:
+        trainer.no_such_name
+    except AttributeError as error:
+        assert "no_such_name" in str(error)
+    else:
+        raise AssertionError("an unknown name must raise AttributeError")
