@@ -8,7 +8,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional as F
 
-from trainer.envs import is_image_space  # noqa: F401  (networks' users take it from here too)
+from trainer.envs import is_image_space
 from trainer.params import parse_hidden_layers  # noqa: F401  (networks' users take it from here too)
 
 

@@ -50,7 +50,7 @@ def collect(agent, *, total_steps: int, out: str | Path, eval_interval: int = 0,
     import torch
 
     commit, dirty = source_commit(SOURCE_ROOT)
-    device = torch.device(agent.device)
+    device, threads = torch.device(agent.device), torch.get_num_threads()
     options = {"--eval-interval": eval_interval, "--eval-episodes": eval_episodes,
                "--checkpoint-interval": checkpoint_interval, "--video-interval": video_interval}
     return {
@@ -61,23 +61,21 @@ def collect(agent, *, total_steps: int, out: str | Path, eval_interval: int = 0,
         "plugin": requirement(agent.name),
         "host": socket.gethostname(), "os": platform.platform(), "cpu": cpu_model(), "cpu_count": os.cpu_count(),
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-        "device": str(device), "threads": torch.get_num_threads(), "seed": agent.seed,
+        "device": str(device), "threads": threads, "seed": agent.seed,
         "start_step": agent.steps_done,
-        "command": repeat_command(agent, total_steps, options, out),
+        "command": repeat_command(agent, total_steps, options, out, device.type, threads),
     }
 
 
-def repeat_command(agent, total_steps: int, options: dict, out: str | Path) -> str:
+def repeat_command(agent, total_steps: int, options: dict, out: str | Path, device_type: str, threads: int) -> str:
     """`python -m trainer train ...` (trainer/cli.py) that trains `agent`'s config from scratch to `total_steps` with
     the CLI `options` ({"--eval-interval": 5000, ...}): every hyperparameter given with --set on top of no preset,
-    the seed, the device type and this process's torch threads."""
-    import torch
-
+    the seed, the device type ("cpu", "cuda") and the torch threads of the process that records it."""
     words = ["python", "-m", "trainer", "train", agent.name, agent.env_id, "--total-steps", total_steps,
-             "--seed", agent.seed, "--device", torch.device(agent.device).type]
+             "--seed", agent.seed, "--device", device_type]
     for flag, value in options.items():
         words += [flag, value]
-    words += ["--threads", torch.get_num_threads(), "--preset", "none"]
+    words += ["--threads", threads, "--preset", "none"]
     for name, value in agent.hyperparameters().items():
         words += ["--set", f"{name}={setting_text(value)}"]
     return shlex.join([str(word) for word in words + ["--out", out]])

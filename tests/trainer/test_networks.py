@@ -8,7 +8,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from trainer.networks import ObservationEncoder, image_channels_first, is_image_space, mlp, parse_hidden_layers
+from trainer.envs import is_image_space
+from trainer.networks import ObservationEncoder, image_channels_first, mlp, parse_hidden_layers
 
 
 @pytest.mark.parametrize("text, sizes", [("256,256", (256, 256)), (" 64 , 32 ", (64, 32)), ("7", (7,)),
