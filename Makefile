@@ -15,6 +15,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+PIP_ARGS ?=
 NODE ?= node
 
 .PHONY: run test test-js bench vendor-plotly
@@ -41,11 +42,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(PY)
-	$(PY) -m pip install -e '.[test]'
+	$(PY) -m pip install $(PIP_ARGS) -e '.[test]'
 	@touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(PY)
-	$(PY) -m pip install -e '.[test,bench]'
+	$(PY) -m pip install $(PIP_ARGS) -e '.[test,bench]'
 	@touch $@
 
 vendor-plotly: $(VENV)/.installed

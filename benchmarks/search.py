@@ -89,8 +89,9 @@ def optuna_search(task: Task, method: str, seed: int, settings: dict, folder: Pa
         task.algorithm, task.env_id, dimensions_of(task), total_steps=trial_steps,
         eval_interval=max(1, trial_steps // 10), eval_episodes=settings["eval_episodes"],
         objective=settings["objective"], trials=settings["budget_steps"] // trial_steps, jobs=jobs, seed=seed,
-        sampler=sampler, pruner=pruner, device=device, preset=preset_of(task), study_name=f"{method}-seed{seed}",
-        folder=folder)
+        sampler=sampler, pruner=pruner, warmup_steps=settings["warmup_steps"],
+        startup_trials=settings["startup_trials"], device=device, preset=preset_of(task),
+        study_name=f"{method}-seed{seed}", folder=folder)
     log(f"{config.trials} trials of {trial_steps:,} steps, {jobs} at once; the study is in {folder}")
     done = threading.Event()
     watcher = threading.Thread(target=watch, args=(config, done, log), daemon=True)
@@ -231,13 +232,16 @@ def settings_of(args, task: Task) -> dict:
             "quantile": args.quantile,
             "member_steps": member_steps, "ready_interval": args.ready_interval or max(1, member_steps // 10),
             "eval_episodes": args.eval_episodes, "objective": args.objective, "rerun_seeds": args.rerun_seeds,
-            "rerun_episodes": args.rerun_episodes}
+            "rerun_episodes": args.rerun_episodes, "warmup_steps": args.warmup_steps,
+            "startup_trials": args.startup_trials}
 
 
 def relevant(method: str) -> tuple[str, ...]:
     """The settings a method's results depend on: a stored result at other values is not resumed."""
     shared = ("budget_steps", "eval_episodes", "objective", "rerun_seeds", "rerun_episodes")
-    return shared + (("population", "quantile", "ready_interval") if method == "pbt" else ("trial_steps",))
+    if method == "pbt":
+        return shared + ("population", "quantile", "ready_interval")
+    return shared + ("trial_steps",) + (("warmup_steps", "startup_trials") if method == "tpe-median" else ())
 
 
 # --- the table ------------------------------------------------------------------------------------------------
@@ -345,6 +349,10 @@ def main(argv: list[str]) -> None:
                         help="pbt: env steps between copies (default: a tenth of a member's steps)")
     parser.add_argument("--quantile", type=float, default=pbt.DEFAULT_QUANTILE,
                         help="pbt: the share of members that copy, and that are copied (0.5 for a population of 2)")
+    parser.add_argument("--warmup-steps", type=int, default=None,
+                        help="tpe-median: prune no trial before this step (default: a third of a trial's steps)")
+    parser.add_argument("--startup-trials", type=int, default=None,
+                        help="tpe-median: finished trials before any is pruned (default: by the trials, as sweeps)")
     parser.add_argument("--eval-episodes", type=int, default=5, help="episodes of each evaluation while searching")
     parser.add_argument("--objective", default="final", help="a trial's or member's value: final, best or last-N")
     parser.add_argument("--rerun-seeds", type=int, default=2, help="fresh seeds the best settings are trained on again")
@@ -371,10 +379,11 @@ def main(argv: list[str]) -> None:
         for method in methods:
             for seed in seeds:
                 stored = results["runs"].get(key(task_name, method, seed))
-                differ = [name for name in relevant(method) if stored and stored["settings"][name] != settings[name]]
+                differ = [name for name in relevant(method)
+                          if stored and stored["settings"].get(name) != settings[name]]
                 if differ:
                     parser.error(f"{path} holds {key(task_name, method, seed)} with other "
-                                 + ", ".join(f"{name} ({stored['settings'][name]})" for name in differ)
+                                 + ", ".join(f"{name} ({stored['settings'].get(name)})" for name in differ)
                                  + ": give those or another --out")
     if args.report:
         for task_name in tasks:

@@ -9,6 +9,7 @@ import struct
 import subprocess
 import sys
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -53,14 +54,32 @@ def run_eval(path, cwd, limit_memory=True) -> subprocess.CompletedProcess:
 
 
 def zip_bomb(path: Path, config: dict, size: int = 2 * 2**30) -> Path:
-    """A checkpoint whose model.safetensors is `size` zero bytes, written in 1 MiB pieces (about 2 MB on disk)."""
-    chunk = bytes(2**20)
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("config.json", json.dumps(config))
-        with archive.open("model.safetensors", "w", force_zip64=True) as member:
-            for _ in range(size // len(chunk)):
-                member.write(chunk)
+    """A checkpoint whose model.safetensors inflates to `size` zero bytes (about 2 MB on disk). Its deflate stream is
+    one MiB of zeros compressed and fully flushed (which forgets the window, so every MiB gives the same bytes),
+    repeated: compressing the 2 GiB took a minute and a half of a busy CI."""
+    chunk, pieces = bytes(2**20), size // 2**20
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    piece = compressor.compress(chunk) + compressor.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(pieces):
+        crc = zlib.crc32(chunk, crc)
+    model = (zipfile.ZIP_DEFLATED, crc, size, piece * pieces + compressor.flush())
+    config_json = json.dumps(config).encode()
+    path.write_bytes(zip_of({"config.json": (zipfile.ZIP_STORED, zlib.crc32(config_json), len(config_json),
+                                             config_json), "model.safetensors": model}))
     return path
+
+
+def zip_of(members: dict[str, tuple[int, int, int, bytes]]) -> bytes:
+    """A zip archive of members given as (method, CRC-32, size, stored bytes), headers written by hand (APPNOTE 4.3)."""
+    archive, directory = bytearray(), bytearray()
+    for name, (method, crc, size, stored) in members.items():
+        encoded, offset = name.encode(), len(archive)
+        fields = (method, 0, 0x21, crc, len(stored), size, len(encoded))  # 0x21: 1980-01-01, 00:00
+        archive += struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, *fields, 0) + encoded + stored
+        directory += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, *fields, 0, 0, 0, 0, 0, offset) + encoded
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(members), len(members), len(directory), len(archive), 0)
+    return bytes(archive + directory + end)
 
 
 @pytest.mark.slow
@@ -68,6 +87,11 @@ def test_a_zip_bomb_is_refused_in_bounded_memory(checkpoint, tmp_path, capsys):
     config, _ = members(checkpoint)
     bomb = zip_bomb(tmp_path / "bomb.zip", config)
     assert bomb.stat().st_size < 3 * 2**20
+    with zipfile.ZipFile(bomb) as archive:  # a valid archive that inflates as it says
+        assert archive.getinfo("model.safetensors").file_size == 2**31
+        with archive.open("model.safetensors") as member:
+            assert member.read(3 * 2**20) == bytes(3 * 2**20)
+        assert json.loads(archive.read("config.json")) == config
     result = run_eval(bomb, tmp_path)
     assert result.returncode == 2, result.stderr
     assert "model.safetensors declares 2,147,483,648 bytes" in result.stderr and "Traceback" not in result.stderr

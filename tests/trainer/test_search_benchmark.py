@@ -33,3 +33,7 @@ def test_every_method_searches_within_the_budget_and_a_second_call_runs_nothing_
     assert "started" not in again and "re-run on fresh seeds [" not in again
     assert again.count("in results.json: skipped") == len(METHODS)
     assert (tmp_path / "results.json").read_text() == written
+
+    with pytest.raises(SystemExit):  # the pruned sweep was stored with the default warm-up: not resumed with another
+        search.main([*TINY, "--warmup-steps", "500", "--out", str(tmp_path)])
+    assert "tpe-median/0 with other warmup_steps (None)" in capsys.readouterr().err
