@@ -1,7 +1,8 @@
 # The commands in the README. Each installs the project into .venv first, again only when pyproject.toml
 # has changed since (the stamp files in .venv).
 #   make run   [HOST=127.0.0.1] [PORT=8000]   Redis, a Celery worker, beat and the web server, supervised (rlweb/devserver.py)
-#   make test  [PYTEST_ARGS="tests/web -x"]   the whole test suite: the pages' scripts' unit tests, then pytest
+#   make test  [PYTEST_ARGS="tests/web -x"]   all but the learning checks: the pages' scripts' unit tests, then pytest
+#   make test-learning                        the learning checks that `make test` skips (marked learning)
 #   make test-js                              the unit tests of the pages' scripts (tests/js; node's own runner)
 #   make bench [BENCH_ARGS=...]               the benchmarks
 #   make vendor-plotly                        plotly.js's cartesian bundle into static/vendor/plotly (needs npm),
@@ -15,10 +16,10 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
-PIP_ARGS ?=
+PIP_INSTALL ?= $(PY) -m pip install
 NODE ?= node
 
-.PHONY: run test test-js bench vendor-plotly
+.PHONY: run test test-js test-learning bench vendor-plotly
 
 run: $(VENV)/.installed
 	$(PY) -m rlweb.devserver --host $(HOST) --port $(PORT)
@@ -26,6 +27,9 @@ run: $(VENV)/.installed
 # Without REDIS_URL the tests start a throwaway Redis of their own (tests/conftest.py).
 test: test-js $(VENV)/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-learning: $(VENV)/.installed
+	$(PY) -m pytest -m learning $(PYTEST_ARGS)
 
 # The pure parts of the pages' scripts (static/experiments/lib), as ES modules under node 20 or newer; no npm packages.
 test-js:
@@ -42,11 +46,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(PY)
-	$(PY) -m pip install $(PIP_ARGS) -e '.[test]'
+	$(PIP_INSTALL) -e '.[test]'
 	@touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(PY)
-	$(PY) -m pip install $(PIP_ARGS) -e '.[test,bench]'
+	$(PIP_INSTALL) -e '.[test,bench]'
 	@touch $@
 
 vendor-plotly: $(VENV)/.installed

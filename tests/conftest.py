@@ -23,6 +23,22 @@ import pytest
 TEST_REDIS_DATABASE = 15
 
 
+def pytest_addoption(parser):
+    parser.addoption("--learning", action="store_true",
+                     help="run the learning checks too (marked learning; `make test-learning` runs only them)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The learning checks (training to a score, 15 s to 80 s of CPU each) are skipped unless asked for: on a slow
+    2-core machine they took a tenth of CI's 25 minutes."""
+    if config.getoption("--learning") or config.getoption("markexpr"):
+        return
+    skip = pytest.mark.skip(reason="a learning check: make test-learning runs them")
+    for item in items:
+        if item.get_closest_marker("learning"):
+            item.add_marker(skip)
+
+
 def with_database(url: str, database: int) -> str:
     """`url` pointing at Redis database `database` (TCP or unix socket)."""
     parts = urlsplit(url)

@@ -50,6 +50,11 @@ experiment = Experiment.objects.create(
     hyperparameters=dict(learning_starts=200, batch_size=32, buffer_size=4000, hidden_layers="32,32"))
 result = [run.pk for run in lifecycle.launch(experiment)][0]
 """
+CANCEL = """
+from rlweb.experiments import lifecycle
+from rlweb.experiments.models import Run
+result = lifecycle.cancel(Run.objects.get(pk={run_id}))
+"""
 RUN_STATE = """
 from rlweb.experiments.models import Run
 run = Run.objects.get(pk={run_id})
@@ -227,16 +232,23 @@ def test_two_workers_with_their_own_disks_share_redis_postgres_and_a_bucket(tmp_
         workers["host-b"].wait()
         shutil.rmtree(tmp_path / "host-b")
         workers["host-b"] = hosts.worker("host-b", "host-b")  # the same name: it reclaims its run at once
-        state = state_once(site, run_id, lambda state: state["status"] in ("succeeded", "failed"), hosts)
-        assert state["status"] == "succeeded" and state["attempts"] == 2, (state, hosts.logs())
+        # once it has saved a checkpoint past the one it resumed from, it is cancelled: its final checkpoint, in the
+        # bucket, goes on from there (training the rest of its 100,000 steps cost a minute of CPU and showed no more)
+        state = state_once(site, run_id, lambda state: state["attempts"] == 2 and state["status"] != "queued"
+                           and state["checkpoint"] > state["start_step"], hosts)
+        assert state["status"] == "running", (state, hosts.logs())
         assert 0 < state["start_step"] and state["start_step"] % 2000 == 0, state
-        print(f"run {run_id}: host-b killed after its checkpoint at step {state['start_step']}, resumed from it on "
-              f"empty disks and finished at {state['steps']}")
+        assert site.orm(CANCEL.format(run_id=run_id)) == "stopping"
+        state = state_once(site, run_id, lambda state: state["status"] in ("cancelled", "succeeded", "failed"), hosts)
+        assert state["status"] == "cancelled" and state["attempts"] == 2, (state, hosts.logs())
         final = site.orm(RUNS.format(ids=[run_id]))[0]["checkpoints"]
         final = next(item for item in final if item["tag"] == "final")
         path = tmp_path / "resumed-final.zip"
         path.write_bytes(session.get(site.url + final["url"], timeout=60).content)
-        assert trainer.load(path).steps_done == 100_000
+        steps = trainer.load(path).steps_done
+        assert state["start_step"] < steps < 100_000, (state, steps)
+        print(f"run {run_id}: host-b killed after its checkpoint at step {state['start_step']}, resumed from it on "
+              f"empty disks and cancelled at {steps:,}")
         assert files_under(tmp_path / "host-b") == []
 
         # the workers page names both hosts and what they serve

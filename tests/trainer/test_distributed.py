@@ -283,6 +283,7 @@ class StopWhenSolved(ListSink):
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 def test_ppo_on_two_processes_solves_cartpole_within_the_budget_of_one_process():
     # the budget of test_policy_gradient_learning.py's one-process ppo; the zoo's settings, split between two processes
     sink = StopWhenSolved(475.0)

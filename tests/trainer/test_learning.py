@@ -7,6 +7,7 @@ from tests.trainer.stop_when_solved import StopWhenSolved
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 def test_dqn_with_tuned_settings_solves_cartpole_within_50k_steps_on_two_of_three_seeds():
     # rl-baselines3-zoo's tuned CartPole-v1 settings are DQN's defaults; a seed stops once solved, the third runs
     # only when one of the first two did not solve it

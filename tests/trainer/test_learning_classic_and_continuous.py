@@ -7,6 +7,7 @@ import trainer
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 def test_sac_swings_pendulum_up_within_4k_steps():
     agent = trainer.make("sac", "Pendulum-v1", seed=0, hidden_layers="64,64")
     summary = agent.learn(4_000, eval_episodes=5)
@@ -14,6 +15,7 @@ def test_sac_swings_pendulum_up_within_4k_steps():
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 @pytest.mark.parametrize("algorithm, steps", [("ddpg", 5_000), ("td3", 9_000)])
 def test_ddpg_and_td3_swing_pendulum_up(algorithm, steps):
     """Seeds 0, 1 and 2 all pass -200 by 4k (ddpg) and 8k (td3) steps with these small networks."""
@@ -33,6 +35,7 @@ def test_qlearning_solves_non_slippery_frozen_lake():
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 def test_es_balances_cartpole_for_200_steps_within_60k_steps():
     agent = trainer.make("es", "CartPole-v1", seed=0, num_workers=2)
     summary = agent.learn(60_000, eval_episodes=5, eval_interval=20_000)

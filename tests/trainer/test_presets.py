@@ -82,6 +82,7 @@ def test_the_presets_command_lists_them_with_their_source_and_what_has_no_equiva
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 def test_dqn_with_its_acrobot_preset_swings_up_where_the_plain_defaults_never_do():
     """The issue's case: with the form's defaults dqn ended at -500 on Acrobot-v1 after 100k steps (3 of 3
     seeds); with RL Zoo's Acrobot settings it passes -100 within 30k steps and reaches about -70 at 100k (seed 0:
