@@ -202,6 +202,9 @@ def sign_up(page, url: str, username: str, password: str) -> None:
     page.fill("#id_password1", password)
     page.fill("#id_password2", password)
     page.click("button[type=submit]")
+    page.wait_for_function("location.pathname === '/' || document.querySelector('.errorlist') !== null")
+    if page.locator(".errorlist").count():  # on the shared site: a name another module took
+        pytest.fail(f"signing up {username!r} was refused: {page.inner_text('form')}")
     page.wait_for_url(url + "/")
 
 
@@ -243,14 +246,79 @@ def migrated_database(tmp_path_factory) -> Path:
     return var / "db.sqlite3"
 
 
+SHARED_SITE = "shared_site"  # the marker of a module that runs on the session's shared rlweb
+
+SETTLE = """
+from rlweb.experiments import checkpoint_jobs, lifecycle
+from rlweb.experiments.models import LOGGED, CheckpointJob, Run
+from rlweb.logged import runs as logged_runs
+from rlweb.suites import launching
+from rlweb.suites.models import Suite
+from rlweb.sweeps import study
+from rlweb.sweeps.models import Sweep
+for sweep in Sweep.objects.filter(status=Sweep.Status.RUNNING):
+    study.cancel(sweep)
+for suite in Suite.objects.filter(status=Suite.Status.RUNNING):
+    launching.cancel(suite)
+for run in Run.objects.filter(status__in=Run.ACTIVE).select_related("experiment"):
+    (logged_runs.cancel if run.experiment.algorithm == LOGGED else lifecycle.cancel)(run)
+unfinished_jobs = CheckpointJob.objects.filter(status__in=(CheckpointJob.Status.QUEUED, CheckpointJob.Status.RUNNING))
+for job in unfinished_jobs:
+    checkpoint_jobs.cancel(job)
+result = [f"run {pk} {status}" for pk, status in Run.objects.filter(status__in=Run.ACTIVE).values_list("pk", "status")]
+result += [f"checkpoint job {pk} {status}" for pk, status in unfinished_jobs.values_list("pk", "status")]
+result = result or ["settled"]
+"""
+
+
+def settle(stack: Site) -> None:
+    """Leave the shared rlweb idle for the next module: cancel what the last one left going (sweeps, suites, runs,
+    checkpoint jobs) and wait until every run and job has ended, so that the next module's runs start at once."""
+    left = []
+
+    def idle() -> bool:
+        left[:] = stack.orm(SETTLE)
+        return left == ["settled"]
+
+    wait_until(idle, 180, "the shared rlweb did not settle", lambda: f"still going: {left}", interval=1.0)
+
+
+@pytest.fixture(scope="session")
+def shared_site_stack(tmp_path_factory, migrated_database):
+    """One rlweb for every module marked `shared_site`: starting one costs about 15 s of CPU (six Python processes
+    with Django), more than many a module's tests. Such a module signs up users of its own names and finds its
+    objects through them; it may not restart or stop the site's workers for good."""
+    var = tmp_path_factory.mktemp("e2e-shared")
+    shutil.copyfile(migrated_database, var / "db.sqlite3")
+    with running_site(var) as stack:
+        # the first account signs up on a fresh site; each module's after it too, as an admin allows
+        stack.orm("""
+            from rlweb.accounts.models import SiteSettings
+            result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
+        """)
+        yield stack
+
+
 @pytest.fixture(scope="module")
-def site_stack(tmp_path_factory, migrated_database):
-    """A fresh rlweb for one test module, as a Site (url, var folder, env, `orm`), on a copy of the migrated
-    empty database."""
+def site_stack(request, tmp_path_factory, migrated_database):
+    """The rlweb of one test module, as a Site (url, var folder, env, `orm`): the session's shared one for a module
+    marked `shared_site` (settled after the module), otherwise a fresh one on a copy of the migrated empty
+    database."""
+    if request.node.get_closest_marker(SHARED_SITE):
+        stack = request.getfixturevalue("shared_site_stack")
+        yield stack
+        settle(stack)
+        return
     var = tmp_path_factory.mktemp("e2e")
     shutil.copyfile(migrated_database, var / "db.sqlite3")
     with running_site(var) as stack:
         yield stack
+
+
+def shared_last(items: list) -> None:
+    """Order the modules on the shared rlweb after the others (a stable sort): the shared site starts when the first
+    of them does and stops at the session's end, and so never idles beside another module's site."""
+    items.sort(key=lambda item: item.get_closest_marker(SHARED_SITE) is not None)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.stack import SCREENSHOTS, charts_fit
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: site_stack
 
 USERNAME, PASSWORD = "ada", "a long browser password 7"
 TOTAL_STEPS = 12_000

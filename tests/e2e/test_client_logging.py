@@ -19,7 +19,7 @@ import pytest
 
 from tests.e2e.stack import REPO, SCREENSHOTS, sign_up
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: site_stack
 
 USERNAME, PASSWORD = "scripter", "a long browser password 16"
 RETURNS = "document.querySelector('[data-metric=\"charts/episodic_return\"] .chart')"

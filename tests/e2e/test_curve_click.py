@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.stack import SCREENSHOTS, launch_experiment, sign_up
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: site_stack
 
 USERNAME, PASSWORD = "clicker", "a long browser password 16"
 TRAINING = {"total_steps": "3000", "eval_interval": "1000", "eval_episodes": "2", "checkpoint_interval": "1000",

@@ -8,9 +8,9 @@ import pytest
 
 from tests.e2e.stack import SCREENSHOTS, launch_experiment, painted, sign_up
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: site_stack
 
-USERNAME, PASSWORD = "ada", "a long browser password 7"
+USERNAME, PASSWORD = "steerer", "a long browser password 7"
 TRAINING = {
     "total_steps": "200000", "eval_interval": "2000", "eval_episodes": "2", "hp_learning_starts": "500",
     "hp_buffer_size": "10000", "hp_batch_size": "32", "hp_train_frequency": "4", "hp_target_update_interval": "250",

@@ -10,7 +10,7 @@ import pytest
 from tests.e2e.stack import SCREENSHOTS, sign_up
 from tests.web.helpers import TINY_DQN
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: site_stack
 
 
 def test_a_population_started_from_the_form_copies_live_and_its_best_schedule_launches(site_stack, browser):
@@ -59,9 +59,9 @@ def test_a_population_started_from_the_form_copies_live_and_its_best_schedule_la
         from rlweb.sweeps import pbt
         from rlweb.sweeps.models import Sweep
         from rlweb.sweeps.study import best_trial
-        sweep = Sweep.objects.get()
+        sweep = Sweep.objects.get(owner__username="hedy")
         schedule = pbt.whole_schedule(sweep, best_trial(sweep).number)
-        launched = Experiment.objects.get(sweep_trial__isnull=True)
+        launched = Experiment.objects.get(owner__username="hedy", sweep_trial__isnull=True)
         run = launched.runs.first()
         result = [schedule[0][1]["learning_rate"], launched.hyperparameters["learning_rate"],
                   [[step, values] for step, values in schedule[1:]],

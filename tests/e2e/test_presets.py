@@ -8,7 +8,7 @@ import pytest
 
 from tests.e2e.stack import SCREENSHOTS, sign_up
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: site_stack
 
 
 def test_an_environment_fills_in_its_preset_and_the_users_values_stay(site_stack, browser):
@@ -17,7 +17,7 @@ def test_an_environment_fills_in_its_preset_and_the_users_values_stay(site_stack
     page.set_default_timeout(30_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    sign_up(page, base, "ada", "a long browser password 8")
+    sign_up(page, base, "zoo-keeper", "a long browser password 8")
     page.goto(base + "/experiments/new/")
     assert page.input_value("#id_preset") == "zoo:CartPole-v1"
 
@@ -50,7 +50,7 @@ def test_an_environment_fills_in_its_preset_and_the_users_values_stay(site_stack
     assert "preset zoo:Acrobot-v1" in page.inner_text(".meta")
     stored = site_stack.orm("""
         from rlweb.experiments.models import Experiment
-        experiment = Experiment.objects.get(name="Acrobot from the zoo")
+        experiment = Experiment.objects.get(owner__username="zoo-keeper", name="Acrobot from the zoo")
         result = [experiment.preset, experiment.hyperparameters["learning_rate"], experiment.hyperparameters["batch_size"]]
     """)
     assert stored == ["zoo:Acrobot-v1", 0.00063, 100]

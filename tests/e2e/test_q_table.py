@@ -7,7 +7,7 @@ import pytest
 
 from tests.e2e.stack import SCREENSHOTS, sign_up
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: site_stack
 
 USERNAME, PASSWORD = "tabula", "a long browser password 11"
 HEATMAP = "document.getElementById('q-table-chart')"

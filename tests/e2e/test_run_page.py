@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.stack import SCREENSHOTS, charts_fit, launch_experiment, sign_up
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: site_stack
 
 USERNAME, PASSWORD = "grace", "a long browser password 9"
 # as short as shows everything (3 videos, evals, a periodic checkpoint): training is most of this test's time

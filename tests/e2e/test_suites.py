@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.stack import SCREENSHOTS, charts_fit, sign_up
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: site_stack
 
 ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0"]
 TINY = ("hidden_layers=32,32\ndqn.learning_starts=50\ndqn.buffer_size=1000\ndqn.batch_size=16\n"
@@ -30,7 +30,7 @@ def test_a_suite_trains_its_runs_and_its_page_and_offline_report_show_the_aggreg
     page.set_default_timeout(30_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    sign_up(page, base, "ada", "a long suite password 3")
+    sign_up(page, base, "suite-runner", "a long suite password 3")
     page.click("nav >> text=Suites")
     page.click("#new-suite")
     page.fill("#id_name", "Classic trio")

@@ -9,7 +9,7 @@ import pytest
 from tests.e2e.stack import SCREENSHOTS, sign_up
 from tests.web.helpers import TINY_DQN
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: site_stack
 
 
 def test_a_sweep_created_from_the_form_runs_its_trials_and_the_best_opens_as_an_experiment(site_stack, browser):
@@ -18,7 +18,7 @@ def test_a_sweep_created_from_the_form_runs_its_trials_and_the_best_opens_as_an_
     page.set_default_timeout(30_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    sign_up(page, base, "grace", "a long browser password 9")
+    sign_up(page, base, "sweeper", "a long browser password 9")
     page.click("nav >> text=Sweeps")
     page.click("#new-sweep")
     assert page.input_value("#id_preset") == "zoo:CartPole-v1"  # the fixed values start from the preset
@@ -53,8 +53,8 @@ def test_a_sweep_created_from_the_form_runs_its_trials_and_the_best_opens_as_an_
         from rlweb.experiments.models import Experiment
         from rlweb.sweeps.study import best_trial
         from rlweb.sweeps.models import Sweep
-        best = best_trial(Sweep.objects.get())
-        launched = Experiment.objects.get(sweep_trial__isnull=True)
+        best = best_trial(Sweep.objects.get(owner__username="sweeper"))
+        launched = Experiment.objects.get(owner__username="sweeper", sweep_trial__isnull=True)
         result = [best.number, best.params["learning_rate"], launched.hyperparameters["learning_rate"], launched.num_seeds]
     """)
     assert best_text.startswith(f"trial {stored[0]},") and stored[1] == stored[2] and stored[3] == 2
