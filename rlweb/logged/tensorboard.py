@@ -19,7 +19,6 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
-from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
 from rlweb.experiments import storage_use
 from rlweb.experiments.models import Run
@@ -131,6 +130,9 @@ def check_count(count: int) -> None:
 def read_points(folder: Path) -> list[dict]:
     """The scalars of every folder holding event files under `folder`, as logged-run points (seq 1, 2, ...): one
     per step, with every tag's value at that step."""
+    # TensorBoard's reader: about 1 s of CPU, imported by the import only, not at every web process's start
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
     runs_folders = sorted({path.parent for path in folder.rglob(f"{EVENT_FILE}*") if path.is_file()})
     common = Path(os.path.commonpath(runs_folders)) if runs_folders else folder
     by_step: dict[int, dict] = {}

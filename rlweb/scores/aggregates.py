@@ -17,7 +17,8 @@ import numpy as np
 import scipy.stats
 from rliable import metrics
 
-METRICS = ("iqm", "median", "mean", "optimality_gap")
+from rlweb.scores import METRICS
+
 CONFIDENCE = 0.95
 DRAWS_PER_CHUNK = 4_000_000  # resampled cells held in memory at once
 

@@ -26,7 +26,7 @@ from django.urls import reverse
 
 from rlweb.experiments import redis_keys
 from rlweb.experiments.models import Event, Run
-from rlweb.scores.aggregates import METRICS, aggregate_scores
+from rlweb.scores import METRICS
 from rlweb.scores.normalise import normalise, reference
 from rlweb.suites.models import Suite
 
@@ -164,6 +164,8 @@ def cached(key: str) -> dict | None:
 def compute(matrices: dict[str, np.ndarray], reps: int = REPS, seed: int = SEED) -> dict:
     """The aggregates of the matrices, stored in Redis under their key: {algorithms: {name: {metric: [point, low,
     high]}}, reps, seconds}."""
+    from rlweb.scores.aggregates import aggregate_scores  # scipy and rliable: 1-2 s of CPU at a web process's start
+
     started = time.perf_counter()
     estimates = aggregate_scores(matrices, reps, seed)
     result = {"algorithms": {name: {metric: list(values) for metric, values in found.items()}

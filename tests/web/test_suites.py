@@ -18,7 +18,7 @@ from django.utils import timezone
 from rlweb.experiments import lifecycle, redis_keys
 from rlweb.experiments.models import Event, Experiment, Run
 from rlweb.projects.models import Membership, Project
-from rlweb.scores.aggregates import aggregate_scores
+from rlweb.scores import aggregates
 from rlweb.suites import report, tasks
 from rlweb.suites.forms import ENV_LISTS
 from rlweb.suites.models import Suite
@@ -192,7 +192,7 @@ def test_the_page_data_holds_every_run_and_the_aggregates_that_rliable_would_giv
         runs = {(row["env_id"], row["seed"]): row["score"] for row in data["runs"] if row["algorithm"] == algorithm}
         matrices[algorithm] = np.array([[report.normalised(env_id, runs[(env_id, seed)]) for env_id in found["tasks"]]
                                         for seed in (0, 1)])
-    expected = aggregate_scores(matrices, report.REPS, report.SEED)
+    expected = aggregates.aggregate_scores(matrices, report.REPS, report.SEED)
     for algorithm in ("dqn", "ppo"):
         for metric in ("iqm", "median", "mean", "optimality_gap"):
             assert found["algorithms"][algorithm][metric] == pytest.approx(list(expected[algorithm][metric]))
@@ -233,7 +233,7 @@ def test_a_task_without_every_score_is_left_out_and_says_why(scored_suite, owner
 
 def test_the_aggregates_are_cached_per_score_matrix(scored_suite, owner_client, monkeypatch):
     owner_client.get(reverse("suite-data", args=[scored_suite.pk]))
-    monkeypatch.setattr(report, "aggregate_scores", lambda *args: pytest.fail("bootstrapped again"))
+    monkeypatch.setattr(aggregates, "aggregate_scores", lambda *args: pytest.fail("bootstrapped again"))
     assert owner_client.get(reverse("suite-data", args=[scored_suite.pk])).json()["aggregates"]["ready"]
 
 
