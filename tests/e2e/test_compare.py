@@ -19,9 +19,9 @@ import pytest
 
 from tests.e2e.stack import REPO, SCREENSHOTS, charts_fit, painted
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: site_stack
 
-USERNAME, PASSWORD = "grace", "a long compare password 5"
+USERNAME, PASSWORD = "comparer", "a long compare password 5"
 # short: the last tests wait until it has trained to its end (two videos, at 1500 and 3000 steps)
 REAL_RUN = {"name": "real DQN", "total_steps": "3000", "eval_interval": "1500", "eval_episodes": "2",
             "checkpoint_interval": "0", "video_interval": "1500", "hp_learning_starts": "500", "hp_buffer_size": "5000", "hp_batch_size": "32",
@@ -42,7 +42,7 @@ print(",".join(map(str, seed_demo(sys.argv[2], sys.argv[3]))))
 
 @pytest.fixture(scope="module")
 def demo_site(site_stack):
-    """The fresh rlweb with the demo user and their finished runs: (base URL, the demo run ids)."""
+    """The rlweb with the demo user and their finished runs: (base URL, the demo run ids)."""
     seeded = subprocess.run([sys.executable, "-c", SEED_SCRIPT, str(site_stack.var), USERNAME, PASSWORD], cwd=REPO,
                             env=site_stack.env, capture_output=True, text=True, timeout=300, check=True)
     return site_stack.url, [int(run_id) for run_id in seeded.stdout.strip().splitlines()[-1].split(",")]
