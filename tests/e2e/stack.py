@@ -283,6 +283,15 @@ def settle(stack: Site) -> None:
     wait_until(idle, 180, "the shared rlweb did not settle", lambda: f"still going: {left}", interval=1.0)
 
 
+def open_signup(django) -> None:
+    """Open sign-up on the site that `django` (a Site or a Shell) reaches: the site's first account closes it
+    (rlweb.accounts.signup), and a test's other users sign up as an admin allows."""
+    django.orm("""
+        from rlweb.accounts.models import SiteSettings
+        result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
+    """)
+
+
 @pytest.fixture(scope="session")
 def shared_site_stack(tmp_path_factory, migrated_database):
     """One rlweb for every module marked `shared_site`: starting one costs about 15 s of CPU (six Python processes
@@ -292,10 +301,7 @@ def shared_site_stack(tmp_path_factory, migrated_database):
     shutil.copyfile(migrated_database, var / "db.sqlite3")
     with running_site(var) as stack:
         # the first account signs up on a fresh site; each module's after it too, as an admin allows
-        stack.orm("""
-            from rlweb.accounts.models import SiteSettings
-            result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
-        """)
+        open_signup(stack)
         yield stack
 
 
@@ -323,7 +329,7 @@ def shared_last(items: list) -> None:
 
 @pytest.fixture(scope="module")
 def site(site_stack):
-    """The base URL of a fresh rlweb (empty database, its own Redis and worker)."""
+    """The base URL of the module's rlweb (site_stack): a fresh one, or the shared one for a `shared_site` module."""
     return site_stack.url
 
 

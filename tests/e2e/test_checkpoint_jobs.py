@@ -13,7 +13,7 @@ import signal
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from tests.e2e.stack import SCREENSHOTS, launch_experiment, sign_up, wait_until
+from tests.e2e.stack import SCREENSHOTS, launch_experiment, open_signup, sign_up, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -89,10 +89,7 @@ def test_a_job_asked_while_its_run_trains_is_done_at_once_and_a_waiting_one_is_c
     page.set_default_timeout(30_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    site_stack.orm("""
-        from rlweb.accounts.models import SiteSettings
-        result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
-    """)  # the first sign-up of the site closed it
+    open_signup(site_stack)  # the first sign-up of the site closed it
     sign_up(page, site, "canceller", PASSWORD)
     # long enough to train through the test, and checkpoints far enough apart that retention (the latest 20) deletes
     # none of them while the form offers them

@@ -13,7 +13,7 @@ import random
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from tests.e2e.stack import SCREENSHOTS, sign_up
+from tests.e2e.stack import SCREENSHOTS, open_signup, sign_up
 
 pytestmark = pytest.mark.e2e
 
@@ -77,10 +77,7 @@ def shell(site_stack):
     and reports their points, with sign-up kept open after the site's first account (rlweb.accounts.signup) so that
     each test signs up a user of its own."""
     with site_stack.shell() as shell:
-        shell.orm("""
-            from rlweb.accounts.models import SiteSettings
-            result = SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})[0].pk
-        """)
+        open_signup(shell)
         yield shell
 
 
