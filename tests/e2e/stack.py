@@ -1,6 +1,6 @@
-"""What the browser tests share: a freshly started rlweb (`python -m rlweb.devserver`: its own Redis,
-migrations on a temporary SQLite file, one Celery worker, celery beat, uvicorn), Debian's chromium
-driven by Playwright, and signing up through the real pages."""
+"""What the browser tests share: a started rlweb (`python -m rlweb.devserver`: its own Redis, migrations on a
+temporary SQLite file, one Celery worker, celery beat, uvicorn), fresh for a module or shared by the modules marked
+`shared_site`; Debian's chromium driven by Playwright; and signing up through the real pages."""
 
 from __future__ import annotations
 
@@ -168,7 +168,8 @@ def running_site(var: Path):
             if server.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"rlweb did not start:\n{(var / 'devserver.log').read_text()[-4000:]}")
             time.sleep(0.5)
-        site = Site(url, var, env)
+        # `orm` and the tests' own processes reach the site's Redis, as its children do (rlweb.devserver)
+        site = Site(url, var, dict(env, REDIS_URL=f"unix://{var / 'redis.sock'}?db=0"))
         yield site
     finally:
         if site is not None:
@@ -249,6 +250,8 @@ def migrated_database(tmp_path_factory) -> Path:
 SHARED_SITE = "shared_site"  # the marker of a module that runs on the session's shared rlweb
 
 SETTLE = """
+from datetime import timedelta
+from django.utils import timezone
 from rlweb.experiments import checkpoint_jobs, lifecycle
 from rlweb.experiments.models import LOGGED, CheckpointJob, Run
 from rlweb.logged import runs as logged_runs
@@ -260,6 +263,10 @@ for sweep in Sweep.objects.filter(status=Sweep.Status.RUNNING):
     study.cancel(sweep)
 for suite in Suite.objects.filter(status=Suite.Status.RUNNING):
     launching.cancel(suite)
+# a run that a test made up as running, beating a day ahead so that the lost-run reaper leaves it, has no worker to
+# end it when cancelled: it ends here
+made_up = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__gt=timezone.now() + timedelta(hours=1))
+made_up.update(status=Run.Status.CANCELLED, finished_at=timezone.now())
 for run in Run.objects.filter(status__in=Run.ACTIVE).select_related("experiment"):
     (logged_runs.cancel if run.experiment.algorithm == LOGGED else lifecycle.cancel)(run)
 unfinished_jobs = CheckpointJob.objects.filter(status__in=(CheckpointJob.Status.QUEUED, CheckpointJob.Status.RUNNING))
@@ -273,7 +280,8 @@ result = result or ["settled"]
 
 def settle(stack: Site) -> None:
     """Leave the shared rlweb idle for the next module: cancel what the last one left going (sweeps, suites, runs,
-    checkpoint jobs) and wait until every run and job has ended, so that the next module's runs start at once."""
+    checkpoint jobs; the runs it made up, which no worker trains, end at once) and wait until every run and job has
+    ended, so that the next module's runs start at once."""
     left = []
 
     def idle() -> bool:

@@ -20,9 +20,9 @@ import pytest
 
 from tests.e2e.stack import SCREENSHOTS, painted, sign_up
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: site_stack
 
-USERNAME, PASSWORD = "grace", "a long browser password 8"
+USERNAME, PASSWORD = "hopper", "a long browser password 8"
 TOTAL_STEPS = 8_000
 CANCEL_AFTER = 1_500
 NAME, TAGS = "CartPole, cancelled and resumed", "baseline, resume-test"
@@ -43,9 +43,7 @@ def test_the_sweep_marks_a_silent_run_lost_without_any_page_view(site_stack):
         from django.contrib.auth import get_user_model
         from django.utils import timezone
         from rlweb.experiments.models import Experiment, Run
-        from rlweb.accounts.models import SiteSettings
         owner = get_user_model().objects.create_user("sweep-owner")
-        SiteSettings.objects.update_or_create(pk=1, defaults={"signup_open": True})  # the others sign up
         experiment = Experiment.objects.create(owner=owner, name="silent", algorithm="dqn", env_id="CartPole-v1",
                                                total_steps=100, auto_resume=False)  # else queued again at once
         result = Run.objects.create(experiment=experiment, total_steps=100, status="running",

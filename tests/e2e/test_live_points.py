@@ -13,19 +13,17 @@ import random
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from tests.e2e.stack import SCREENSHOTS, open_signup, sign_up
+from tests.e2e.stack import SCREENSHOTS, sign_up
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: site_stack
 
 USERNAME, PASSWORD = "follower", "a long browser password 16"
 HISTORY = 3000  # episodes stored before the page opens: the server draws at most 1,024 points of a metric
 RETURNS = "document.querySelector('[data-metric=\"rollout/episode_return\"] .chart')"
 
-SITE_REDIS = """
+BEATING_AHEAD = """
 from datetime import timedelta
-from django.conf import settings
 from django.utils import timezone
-settings.REDIS_URL = f"unix://{settings.VAR_DIR}/redis.sock?db=0"  # the site's own Redis, as its worker has it
 AHEAD = timezone.now() + timedelta(days=1)  # no worker beats for these runs: the lost-run reaper leaves them
 """
 
@@ -74,23 +72,21 @@ result = [sinks[run].seq for run in REPORTS]
 @pytest.fixture(scope="module")
 def shell(site_stack):
     """Django on the site's database in a process of its own, for the whole module (stack.Shell): it makes the runs
-    and reports their points, with sign-up kept open after the site's first account (rlweb.accounts.signup) so that
-    each test signs up a user of its own."""
+    and reports their points."""
     with site_stack.shell() as shell:
-        open_signup(shell)
         yield shell
 
 
 def make_runs(shell, username: str, points: list[tuple[int, float]], count: int = 1) -> list[int]:
     """`count` runs of the user, running (no worker trains them), each with `points` (step, return) stored as
     episodes."""
-    return shell.orm(f"USERNAME, POINTS, COUNT = {username!r}, {points!r}, {count}\n" + SITE_REDIS + MAKE_RUNS)
+    return shell.orm(f"USERNAME, POINTS, COUNT = {username!r}, {points!r}, {count}\n" + BEATING_AHEAD + MAKE_RUNS)
 
 
 def emit(shell, reports: dict[int, list[tuple[int, float]]], rate: float = 300) -> list[int]:
     """Report points (step, return) as episodes of runs (`reports`: run -> its points), `rate` a second in all; the
     last seq of each run."""
-    return shell.orm(f"REPORTS, RATE = {reports!r}, {rate}\n" + SITE_REDIS + EMIT)
+    return shell.orm(f"REPORTS, RATE = {reports!r}, {rate}\n" + BEATING_AHEAD + EMIT)
 
 
 def episodes(first: int, count: int) -> list[tuple[int, float]]:

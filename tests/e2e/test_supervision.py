@@ -143,7 +143,6 @@ def redis(var: Path, command: bytes) -> bytes | None:
 def site(tmp_path_factory):
     with running_site(tmp_path_factory.mktemp("sv")) as site:
         supervising(site.var)
-        site.env["REDIS_URL"] = f"unix://{site.var / 'redis.sock'}?db=0"  # for `site.orm`, as the site's children
         yield site
 
 

@@ -20,7 +20,6 @@ result = dict(status=run.status, steps_done=run.steps_done, error=run.error,
 
 def test_stopping_rlweb_mid_run_ends_the_run_cancelled_with_a_final_checkpoint_to_resume_from(tmp_path):
     with running_site(tmp_path) as site:
-        site.env["REDIS_URL"] = f"unix://{tmp_path / 'redis.sock'}?db=0"  # the site's own Redis, as its worker's
         run_id = site.orm("""
             from django.contrib.auth import get_user_model
             from rlweb.experiments.models import Experiment, Run
