@@ -264,9 +264,12 @@ async def follow_runs(positions: dict[int, int]):
             else:
                 yield message
     finally:
-        for task in pumps:
-            task.cancel()
-        await asyncio.gather(*pumps, return_exceptions=True)
+        # cancelled again until every pump has ended: Python 3.11's wait_for, which redis-py's reads and writes run
+        # in, can swallow a cancel that comes as its inner task ends, and the pump would follow its run for good
+        while running_pumps := [task for task in pumps if not task.done()]:
+            for task in running_pumps:
+                task.cancel()
+            await asyncio.wait(running_pumps, timeout=1)
 
 
 # --- watching several runs: the compare page ------------------------------------------------------------

@@ -125,7 +125,8 @@ def test_a_follower_that_hangs_up_stops_every_runs_task(make_experiment, setting
         stream = live.follow_runs({run.pk: 0 for run in runs})
         assert (await anext(stream)).startswith("retry:")
         assert await anext(stream) == live.HEARTBEAT_MESSAGE  # each run's task follows its quiet run
-        pumps = asyncio.all_tasks() - before
+        # (redis-py 8 runs each command's write in a task of its own: a CI failure counted 5)
+        pumps = {task for task in asyncio.all_tasks() - before if task.get_coro().__name__ == "pump"}
         assert len(pumps) == 3 and not any(task.done() for task in pumps)
         closing = asyncio.ensure_future(stream.aclose())
         await asyncio.wait([closing], timeout=30)
