@@ -56,9 +56,8 @@ def test_a_scripts_curve_is_drawn_live_while_it_logs_through_the_client_and_thro
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     sign_up(page, site, USERNAME, PASSWORD)
-    django_env = dict(site_stack.env, RLWEB_VAR_DIR=str(site_stack.var), DJANGO_SETTINGS_MODULE="rlweb.settings")
     made = subprocess.run([sys.executable, "manage.py", "apitoken", USERNAME, "browser test"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60, env=django_env)
+                          capture_output=True, text=True, timeout=60, env=site_stack.django_env())
     assert made.returncode == 0, made.stderr
     mark("token")
     script = subprocess.Popen([sys.executable, str(SCRIPT), "--wait-for-page", "--seconds", "12"], cwd=tmp_path,
