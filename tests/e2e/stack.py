@@ -184,6 +184,30 @@ def running_site(var: Path):
         print(f"devserver log (the end):\n{(var / 'devserver.log').read_text()[-6000:]}")  # shown on a failure
 
 
+LOG_SHOWN_CHARS = 30_000  # of each log, on a failure: the end of what it wrote while the test ran
+
+
+def log_sizes(var: Path) -> dict[str, int]:
+    """How long each of a site's logs is now (rlweb.devserver: one for each child, devserver.log for them all)."""
+    return {path.name: path.stat().st_size for path in var.glob("*.log")}
+
+
+def logs_since(var: Path, sizes: dict[str, int]) -> str:
+    """What each of a site's logs wrote since `sizes` (log_sizes) was taken: the children's own logs, and of
+    devserver.log, which holds all of their lines too, only the supervisor's own (`rlweb: ...`)."""
+    parts = []
+    for path in sorted(var.glob("*.log")):
+        with path.open("rb") as log:
+            log.seek(sizes.get(path.name, 0))
+            text = log.read().decode(errors="replace")
+        if path.name == "devserver.log":
+            text = "".join(line for line in text.splitlines(keepends=True) if line.startswith("rlweb: "))
+        if text:
+            cut = f"[{len(text) - LOG_SHOWN_CHARS} characters left out]\n" if len(text) > LOG_SHOWN_CHARS else ""
+            parts.append(f"--- {path.name}\n{cut}{text[-LOG_SHOWN_CHARS:]}")
+    return "\n".join(parts) or "(nothing)"
+
+
 @contextlib.contextmanager
 def chromium():
     if not Path(CHROMIUM).exists():
