@@ -1,6 +1,6 @@
 // The sweep page: the trials table and the best so far from /sweeps/N/data.json, polled every 3 s while the
-// sweep runs (the poll also advances it); the figures from /sweeps/N/figures.json, fetched again when a trial
-// ends or evaluates (the data's `version` changes).
+// sweep runs (the page only reads: the workers and a periodic chore advance the sweep); the figures from
+// /sweeps/N/figures.json, fetched again when a trial ends or evaluates (the data's `version` changes).
 import {element, follow, number} from "./sweep_page.js";
 
 const tableBody = document.querySelector("#trial-table tbody");
