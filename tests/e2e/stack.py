@@ -208,6 +208,22 @@ def logs_since(var: Path, sizes: dict[str, int]) -> str:
     return "\n".join(parts) or "(nothing)"
 
 
+PAGE_SHOWN_CHARS = 3_000  # of each open page's text, on a failure
+
+
+def pages_shown(browser) -> str:
+    """What each page open in `browser` shows now (its address and the end of its text): a failed test's last view."""
+    shown = []
+    for context in browser.contexts:
+        for page in context.pages:
+            try:
+                text = page.locator("body").inner_text(timeout=5_000)
+            except Exception as error:  # a closed or hung page says no more than why
+                text = f"(its text could not be read: {str(error).splitlines()[0]})"
+            shown.append(f"--- {page.url}\n{text[-PAGE_SHOWN_CHARS:]}")
+    return "\n".join(shown) or "(no page open)"
+
+
 @contextlib.contextmanager
 def chromium():
     if not Path(CHROMIUM).exists():

@@ -37,13 +37,13 @@ STATUS = "document.getElementById('run-status')?.textContent"
 STEPS_DONE = "parseInt(document.getElementById('run-progress-text')?.textContent)"
 
 
-def test_the_sweep_marks_a_silent_run_lost_without_any_page_view(site_stack):
+def test_the_lost_run_reaper_marks_a_silent_run_lost_without_any_page_view(site_stack):
     run_id = site_stack.orm("""
         from datetime import timedelta
         from django.contrib.auth import get_user_model
         from django.utils import timezone
         from rlweb.experiments.models import Experiment, Run
-        owner = get_user_model().objects.create_user("sweep-owner")
+        owner = get_user_model().objects.create_user("reaper-owner")
         experiment = Experiment.objects.create(owner=owner, name="silent", algorithm="dqn", env_id="CartPole-v1",
                                                total_steps=100, auto_resume=False)  # else queued again at once
         result = Run.objects.create(experiment=experiment, total_steps=100, status="running",
