@@ -22,6 +22,7 @@ import functools
 import logging
 import math
 import statistics
+import time
 
 import redis
 import trainer
@@ -42,6 +43,7 @@ TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 LOCK_SECONDS = 120  # an advance holding the lock longer than this (a crashed one) lets the next one in
 PRUNED_FLAG_SECONDS = 8 * 24 * 3600
 STORAGE_URLS: set[str] = set()  # the databases storage_at has opened
+STORAGE_OPEN_TRIES = 8  # open_storage: about 3 s of waits in all
 METHODS: dict[str, dict] = {}  # sweeps of another method than Optuna's: {method: {"create", "advance_locked"}}
 
 
@@ -72,11 +74,27 @@ def storage_url() -> str:
 def storage_at(url: str):
     """One Optuna storage (one connection pool) per database and process. SQLite waits for Django's writes as
     Django waits for its (a busy timeout) instead of failing at once."""
+    STORAGE_URLS.add(url)
+    return open_storage(url)
+
+
+def open_storage(url: str):
+    """An Optuna storage on `url`. The first one opened on a database makes Optuna's tables; two processes doing that
+    at once collide, one failing on a table or version row that the other just made (the first sweep of a fresh
+    install, created while the periodic chore advances sweeps in the worker: the page failed). The one that failed
+    opens it again and finds them made."""
     import optuna
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
     options = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {"pool_pre_ping": True}
-    STORAGE_URLS.add(url)
-    return optuna.storages.RDBStorage(url, engine_kwargs=options)
+    for attempt in range(1, STORAGE_OPEN_TRIES + 1):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=options)
+        except (IntegrityError, OperationalError, ProgrammingError) as error:
+            if attempt == STORAGE_OPEN_TRIES:
+                raise
+            logger.info("opening the sweeps' Optuna storage failed (%s): trying again", str(error).splitlines()[0])
+            time.sleep(0.1 * attempt)
 
 
 def close_storages() -> None:

@@ -9,7 +9,7 @@ import pytest
 from tests.e2e.stack import SCREENSHOTS, sign_up
 from tests.web.helpers import TINY_DQN
 
-pytestmark = pytest.mark.e2e  # its own site: as a shared module it failed once beside a CPU hog (2026-11-29)
+pytestmark = pytest.mark.e2e  # its own site: the first sweep of a fresh install (study.open_storage)
 
 
 def test_a_sweep_created_from_the_form_runs_its_trials_and_the_best_opens_as_an_experiment(site_stack, browser):

@@ -4,6 +4,7 @@ asking the pruner, and the sweep going on past crashed trials."""
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
@@ -210,3 +211,30 @@ def test_a_pruned_trials_log_says_which_rule_stopped_it():
     assert why_pruned(sweep, finished_trials(-120), 200, -490.0) == (
         "pruned at step 200: value so far -490.00 below the median -120.00 of 1 finished trial at that step "
         "(median pruner)")
+
+
+def test_processes_opening_the_storage_at_once_on_a_fresh_database_all_open_it(tmp_path):
+    """The first sweep of a fresh install, created while the periodic chore advances sweeps in the worker: two
+    processes opened Optuna's storage at once, both made its tables, and one failed (the page answered 500; before
+    open_storage tried again, 28 of 40 such openings failed, four threads at a time)."""
+    opened, failed = [], []
+
+    def open_it(url: str, together: threading.Barrier) -> None:
+        together.wait()
+        try:
+            opened.append(study.open_storage(url))
+        except Exception as error:
+            failed.append(repr(error))
+
+    for attempt in range(2):
+        url = f"sqlite:///{tmp_path / f'fresh-{attempt}.sqlite3'}"
+        together = threading.Barrier(4)
+        threads = [threading.Thread(target=open_it, args=(url, together)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert not failed and len(opened) == 8, failed
+    assert opened[0].get_all_studies() == []  # a working storage: its tables are there
+    for storage in opened:
+        storage.engine.dispose()
