@@ -1,6 +1,6 @@
 """A run on several processes in the web app: the form offers `processes` where an algorithm has it (and says why
 not where it has not), and the training task runs such a run through the real task function: one report, its
-checkpoints in storage, a cancel within two seconds."""
+checkpoints in storage, a cancel within seconds."""
 
 import json
 import threading
@@ -73,8 +73,9 @@ def test_a_cancel_stops_a_run_on_two_processes_within_seconds(make_experiment, l
     canceller.join()
     assert asked["after_an_update"], "the run never reported an update in 120 s"  # not a cancel before training
     # from the cancel to the run ended, final checkpoint saved: 0.44-0.59 s alone, up to 1.5 s beside six busy loops,
-    # 2.33 s once in CI (its three parts and these two processes on two cores); the poll intervals add up to 0.45 s
-    assert ended - asked["time"] < 3.0
+    # 2.33 and 3.72 s in CI (its four parts and these two processes on two cores; the poll intervals add up to 0.45 s).
+    # A cancel that does not reach both processes ends the run in minutes (200,000 steps, or a collective's timeout)
+    assert ended - asked["time"] < 10.0
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED and 0 < run.steps_done < 200_000
     assert Checkpoint.objects.filter(run=run, tag="final").exists()
