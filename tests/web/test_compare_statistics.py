@@ -75,10 +75,8 @@ def test_aggregates_per_algorithm_are_rliables_on_the_normalised_final_scores(ow
 
 def test_a_computed_selection_comes_from_the_cache_until_a_run_reports_again(owner_client, suite):
     finished(owner_client, query(suite))
-    started = time.perf_counter()
     cached = owner_client.get(STATS, query(suite))
-    assert cached.status_code == 200 and cached.json()["cached"] is True
-    assert time.perf_counter() - started < 1.0
+    assert cached.status_code == 200 and cached.json()["cached"] is True  # read from Redis, nothing computed
     add_events(suite[0], "eval", [(400, {"eval/return_mean": 10.0})])
     assert owner_client.get(STATS, query(suite)).status_code == 202
 
