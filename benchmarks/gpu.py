@@ -18,6 +18,12 @@ Everything goes under `--out` (default $OUT, else ./gpu-check): `summary.json` a
 docs/benchmarks.md), `tests.txt`, `pong-events.jsonl` (every event of the Pong run), `pong-curve.csv` and
 `pong-curve.png` (training-episode returns by env steps and by minutes, with their mean over 20 episodes).
 Without CUDA it says so and exits with status 3 at once, having run nothing.
+
+On a device machine, whose image lacks Gymnasium, ale-py and stable-baselines3 and which reaches no registry:
+`python -m benchmarks gpu --bundle` here first (their wheels into .whl/, benchmarks/_device_bundle.py), then there
+`bash benchmarks/gpu_on_device.sh 9` with `.whl` carried. `--device cpu` rehearses the whole check on the CPU, with
+the same code and small budgets, so that a GPU's minutes are not spent finding a broken part (its figures are not
+GPU figures, and its summary says so).
 """
 
 from __future__ import annotations
@@ -31,12 +37,18 @@ import sys
 import time
 from pathlib import Path
 
-from trainer.events import Sink
+try:
+    from trainer.events import Sink
+except ImportError:  # trainer needs Gymnasium: missing_parts() says what is missing before anything runs
+    Sink = object
 
 NO_CUDA_STATUS = 3
+NOT_READY_STATUS = 4  # something the check needs is missing here (benchmarks/_device_bundle.py carries it)
 PONG = "ALE/Pong-v5"
 ROOT = Path(__file__).resolve().parent.parent
 EVAL_RESERVE_SECONDS = 60  # the Pong run stops this long before the deadline: evaluation, figures, summary
+# where a run's wall time went, in percent (trainer/system_metrics.py's phases)
+TIME_SPLIT = ("system/acting_percent", "system/env_percent", "system/update_percent", "system/other_percent")
 
 
 def cuda_problem() -> str | None:
@@ -48,6 +60,39 @@ def cuda_problem() -> str | None:
         return (f"no CUDA GPU here (torch {torch.__version__}, {build}, torch.cuda.is_available() is False): "
                 "python -m benchmarks gpu needs one")
     return None
+
+
+def cpu_name() -> str:
+    """The processor's model name (Linux), else what platform says."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+    except (OSError, StopIteration):
+        import platform
+
+        return platform.processor() or platform.machine()
+
+
+def missing_parts() -> list[str]:
+    """What the check needs and this Python cannot load, each with its error, found in seconds rather than after
+    minutes of the check: the Atari env and stable-baselines3, and every algorithm (a broken one is named)."""
+    import importlib
+
+    problems = []
+    for module in ("gymnasium", "ale_py", "stable_baselines3"):
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # noqa: BLE001  (said, with the others)
+            problems.append(f"{module}: {type(error).__name__}: {error}")
+    try:
+        import trainer
+        from trainer.registry import broken_algorithms
+
+        trainer.algorithm_names()
+        problems += [f"algorithm {broken.name}: {broken.error}" for broken in broken_algorithms()]
+    except Exception as error:  # noqa: BLE001
+        problems.append(f"trainer: {type(error).__name__}: {error}")
+    return problems
 
 
 class Clock:
@@ -162,7 +207,8 @@ def every_algorithm(steps: int, seconds_each: float, seconds: float, device: str
     return rows
 
 
-def pong(out: Path, seconds: float, envs: int, minibatches: int, eval_episodes: int, device: str = "cuda") -> dict:
+def pong(out: Path, seconds: float, envs: int, minibatches: int, eval_episodes: int, device: str = "cuda",
+         eval_seconds: float = EVAL_RESERVE_SECONDS / 2) -> dict:
     import trainer
     from trainer.envs import cores
 
@@ -189,21 +235,28 @@ def pong(out: Path, seconds: float, envs: int, minibatches: int, eval_episodes: 
         file.writelines(f"{s},{t:.1f},{r:.0f},{m:.2f}\n" for s, t, r, m in curve)
     reached = next(((s, t) for s, t, _, m in curve if m >= 18 and len(curve) >= 20), None)
     evaluation = None
-    if eval_episodes:
-        stop_at = time.monotonic() + EVAL_RESERVE_SECONDS / 2
-        evaluation = agent.evaluate(eval_episodes, should_stop=lambda: time.monotonic() >= stop_at)
+    if eval_episodes:  # one episode at a time, so that those finished count when the time runs out
+        stop_at, returns = time.monotonic() + eval_seconds, []
+        for episode in range(eval_episodes):
+            played = agent.evaluate(1, seed=agent.seed + 1_000_003 + episode,
+                                    should_stop=lambda: time.monotonic() >= stop_at)
+            if played is None:
+                break
+            returns += played["returns"]
+        evaluation = {"mean": statistics.fmean(returns), "returns": returns} if returns else None
     result = {"env_id": PONG, "preset": "cleanrl-envpool-fast", "num_envs": envs, "batch_size": batch_size,
               "env_steps": agent.steps_done, "seconds": round(trained_seconds, 1),
               "env_steps_per_second": round(agent.steps_done / trained_seconds, 1), "episodes": len(episodes),
               "mean_return_last_20": round(curve[-1][3], 2) if curve else None,
               "reached_18": {"env_step": reached[0], "seconds": reached[1]} if reached else None,
               "eval": None if evaluation is None else {"mean": evaluation["mean"], "returns": evaluation["returns"]},
-              "time_split": {k: v for k, v in sink.last_time_event.items() if k.endswith("_percent")}}
-    draw(curve, out / "pong-curve.png")
+              "time_split": {k.removeprefix("system/"): v for k, v in sink.last_time_event.items()
+                             if k in TIME_SPLIT}}
+    draw(curve, out / "pong-curve.png", "one GPU" if device == "cuda" else f"rehearsal on the {device}")
     return result
 
 
-def draw(curve: list[tuple], path: Path) -> str:
+def draw(curve: list[tuple], path: Path, where: str = "one GPU") -> str:
     """The Pong curve by env steps and by minutes; plotly in Chromium as docs' other figures, else matplotlib."""
     if not curve:
         return "no episodes"
@@ -220,7 +273,7 @@ def draw(curve: list[tuple], path: Path) -> str:
             figure.add_scatter(x=x, y=means, mode="lines", line=dict(color="#d62728"), name="mean of 20",
                                showlegend=column == 1, row=1, col=column)
             figure.add_hline(y=18, line_dash="dot", row=1, col=column)
-        figure.update_layout(width=1000, height=380, title=f"PPO on {PONG} (sticky actions), one GPU")
+        figure.update_layout(width=1000, height=380, title=f"PPO on {PONG} (sticky actions), {where}")
         save_png(figure, path, 1000, 380)
         return "plotly"
     except Exception:  # noqa: BLE001  (no plotly, playwright or Chromium on this machine: try matplotlib)
@@ -237,7 +290,7 @@ def draw(curve: list[tuple], path: Path) -> str:
             axis.plot(x, means, color="#d62728")
             axis.axhline(18, linestyle=":", color="k")
             axis.set_xlabel(label)
-        figure.suptitle(f"PPO on {PONG} (sticky actions), one GPU")
+        figure.suptitle(f"PPO on {PONG} (sticky actions), {where}")
         figure.savefig(path, dpi=100, bbox_inches="tight")
         return "matplotlib"
     except Exception as error:  # noqa: BLE001
@@ -246,6 +299,9 @@ def draw(curve: list[tuple], path: Path) -> str:
 
 def markdown(summary: dict) -> str:
     lines = [f"# GPU check: {summary['device']}, {summary['cpus']} CPUs, {summary['date']}", ""]
+    if summary.get("rehearsal"):
+        lines += [f"A rehearsal on the CPU ({summary['rehearsal']}): it shows that every part runs; its figures are "
+                  "not GPU figures.", ""]
     tests = summary.get("tests")
     if tests:
         lines += [f"CUDA tests: {'passed' if tests['passed'] else 'FAILED'} ({tests['result']}; {tests['seconds']} s)",
@@ -256,7 +312,8 @@ def markdown(summary: dict) -> str:
                   f"{row.get('steps_per_second', '')} |" for row in summary["algorithms"]]
         lines.append("")
     for name, result in (summary.get("speed") or {}).items():
-        lines.append(f"- {name} on {PONG} against stable-baselines3 on the GPU: {result['ratio']:.2f}x "
+        lines.append(f"- {name} on {PONG} against stable-baselines3 on the {summary.get('on', 'GPU')}: "
+                     f"{result['ratio']:.2f}x "
                      f"({statistics.median(result['rlweb']):,.0f} / {statistics.median(result['sb3']):,.0f} env "
                      f"steps/s; pairs {', '.join(f'{r:.2f}' for r in result['pair_ratios'])})")
     pong_result = summary.get("pong")
@@ -284,20 +341,42 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--pong-envs", type=int, default=0, help="0: one per core, at least 16")
     parser.add_argument("--pong-minibatches", type=int, default=8)
     parser.add_argument("--pong-eval-episodes", type=int, default=3)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="cpu: a rehearsal of every part on the CPU (small budgets suit it), not GPU figures")
+    parser.add_argument("--bundle", action="store_true",
+                        help="instead of the check: the wheels a device machine lacks into .whl/, to carry there")
+    parser.add_argument("--bundle-python", default=None, help="the device's Python version for --bundle (3.12)")
     args = parser.parse_args(argv)
-    problem = cuda_problem()
+    if args.bundle:
+        from benchmarks import _device_bundle
+
+        _device_bundle.main(args.bundle_python or _device_bundle.DEVICE_PYTHON)
+        return
+    rehearsal = args.device == "cpu"
+    problem = None if rehearsal else cuda_problem()
     if problem:
         print(problem, file=sys.stderr, flush=True)
         raise SystemExit(NO_CUDA_STATUS)
+    clock = Clock(args.minutes)
+    problems = missing_parts()
+    if problems:
+        print("the GPU check cannot run here (on a device machine, carry the wheels of `python -m benchmarks gpu "
+              "--bundle`; benchmarks/gpu_on_device.sh installs them):\n  " + "\n  ".join(problems),
+              file=sys.stderr, flush=True)
+        raise SystemExit(NOT_READY_STATUS)
     import torch
 
     from trainer.envs import cores
 
-    clock = Clock(args.minutes)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    summary = {"device": torch.cuda.get_device_name(0), "cpus": cores(), "torch": torch.__version__,
+    summary = {"device": cpu_name() if rehearsal else torch.cuda.get_device_name(0),
+               "cpus": cores(), "torch": torch.__version__, "on": "CPU" if rehearsal else "GPU",
                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "minutes": args.minutes}
+    if rehearsal:
+        summary["rehearsal"] = f"python -m benchmarks gpu {' '.join(argv)}"
+    eval_reserve = EVAL_RESERVE_SECONDS / (2 if rehearsal else 1)
+    shortest_pong = 15.0 if rehearsal else 60.0  # a rehearsal's Pong run shows that it runs; a GPU's, how it learns
 
     def save():
         (out / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -310,23 +389,26 @@ def main(argv: list[str]) -> None:
         print(f"  {summary['tests']['result']}", flush=True)
         save()
     if "algorithms" not in args.skip:
-        print(f"== every algorithm, {args.algorithm_steps:,} env steps on CUDA", flush=True)
-        summary["algorithms"] = every_algorithm(args.algorithm_steps, 15.0, min(150.0, 0.2 * clock.left()))
+        print(f"== every algorithm, {args.algorithm_steps:,} env steps on {args.device}", flush=True)
+        summary["algorithms"] = every_algorithm(args.algorithm_steps, 15.0, min(150.0, 0.2 * clock.left()),
+                                                args.device)
         save()
     if "speed" not in args.skip:
         from benchmarks.atari_speed import compare
 
-        print("== Atari speed against stable-baselines3 on the GPU", flush=True)
-        summary["speed"] = compare(["dqn", "ppo"], args.pairs, "cuda", args.ppo_steps, args.dqn_steps, 1_000)
+        print(f"== Atari speed against stable-baselines3 on the {summary['on']}", flush=True)
+        summary["speed"] = compare(["dqn", "ppo"], args.pairs, args.device, args.ppo_steps, args.dqn_steps,
+                                   min(1_000, args.dqn_steps // 2))
         save()
     if "pong" not in args.skip:
-        seconds = clock.left() - EVAL_RESERVE_SECONDS
-        if seconds < 60:
+        seconds = clock.left() - eval_reserve
+        if seconds < shortest_pong:
             summary["pong"] = None
             print(f"== no time left for PPO on Pong ({clock.left():.0f} s)", flush=True)
         else:
             print("== PPO on Pong for the minutes left", flush=True)
-            summary["pong"] = pong(out, seconds, args.pong_envs, args.pong_minibatches, args.pong_eval_episodes)
+            summary["pong"] = pong(out, seconds, args.pong_envs, args.pong_minibatches, args.pong_eval_episodes,
+                                   args.device, eval_reserve / 2)
         save()
     summary["seconds"] = round(clock.elapsed(), 1)
     save()

@@ -89,6 +89,9 @@ class ConfigError(ValueError):
         self.errors = dict(errors)
         super().__init__("; ".join(f"{name}: {message}" for name, message in self.errors.items()))
 
+    def __reduce__(self):  # from a worker process (a multiprocessing pool, an async env) back whole, not as its text
+        return type(self), (self.errors,)
+
 
 def param(default, help: str, *, low=None, high=None, low_inclusive=True, high_inclusive=True, choices=None,
           aliases: dict[str, str] | None = None, live: bool = False):

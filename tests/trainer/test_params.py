@@ -1,3 +1,5 @@
+import pickle
+
 import pytest
 
 import trainer
@@ -125,3 +127,11 @@ def test_every_preset_is_within_the_work_budget():
     for name in trainer.algorithm_names():
         for preset in presets.listing(name):
             trainer.get_spec(name).build_config(dict(preset.values))
+
+
+def test_a_config_error_comes_back_whole_from_another_process():
+    """A pool's worker raising it used to kill the pool's result thread (its text became the `errors` dict on
+    unpickling), so the parent waited for ever: the GPU check's Atari comparison hung so."""
+    error = ConfigError({"learning_rate": "must be positive", "env_id": "unknown"})
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is ConfigError and again.errors == error.errors and str(again) == str(error)
