@@ -8,7 +8,8 @@ A job goes to the `jobs` queue (settings.JOBS_QUEUE), which a worker of its own 
 docker-compose start one), so it never waits behind a training run; it loads the checkpoint on whatever device
 that worker has. Where no live worker serves `jobs`, it goes to the run's own queue, as before: a worker with the
 run's device does it, after the run it may be training. The claim is one conditional UPDATE: a second delivery does nothing. A job whose worker died
-fails after `STALE_AFTER` (a periodic chore); a job that cannot be sent fails at once, saying so.
+fails after `STALE_AFTER` (a periodic chore); a job that cannot be sent fails at once, saying so. A job's end waits
+out a database outage of up to `FINISH_PATIENCE_SECONDS` (`finish`).
 Cancel, as for runs: a queued job ends `cancelled` at once and its message is revoked (the claim would skip
 it anyway); a running one gets a flag in its row that its worker reads between steps, every
 `STOP_POLL_SECONDS`, and it ends `cancelled` without a result.
@@ -26,7 +27,7 @@ from pathlib import Path
 import redis
 from django import forms
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, close_old_connections, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as QueueUnreachable
 
@@ -44,6 +45,7 @@ MAX_UNFINISHED_PER_RUN = 3  # a run page cannot fill its queue with jobs
 MAX_SECONDS = 30 * 60  # a job never holds its worker (and the runs queued behind it) longer than this
 STALE_AFTER = timedelta(hours=1)  # a running job this old lost its worker
 STOP_POLL_SECONDS = 0.25  # how often a running job reads its cancel flag
+FINISH_PATIENCE_SECONDS = 120.0  # how long a job's end waits for a database that does not answer (finish)
 Status = CheckpointJob.Status
 
 
@@ -101,7 +103,8 @@ def send(job_id: int, queue: str) -> bool:
         app.send_task(JOB_TASK, args=[job_id], queue=queue, task_id=task_id(job_id))
     except (redis.RedisError, QueueUnreachable, OSError) as error:
         logger.warning("checkpoint job %s: cannot reach the task queue (%s)", job_id, error)
-        finish(job_id, Status.FAILED, error=f"The task queue cannot be reached ({error}): ask again later.")
+        finish(job_id, Status.FAILED, patience=0,  # in a web request: one try, no waits
+               error=f"The task queue cannot be reached ({error}): ask again later.")
         return False
     return True
 
@@ -200,12 +203,23 @@ def record_video(job: CheckpointJob, agent, should_stop) -> tuple[Video | None, 
     return video, {"episode_return": recorded["episode_return"], "length": recorded["length"]}
 
 
-def finish(job_id: int, status: str, **fields) -> str:
-    try:
-        CheckpointJob.objects.filter(pk=job_id).update(status=status, finished_at=timezone.now(), **fields)
-    except DatabaseError:
-        logger.exception("checkpoint job %s: cannot record its end (%s)", job_id, status)
-    return status
+def finish(job_id: int, status: str, patience: float = FINISH_PATIENCE_SECONDS, **fields) -> str:
+    """Record the job's end. Where the database does not answer (a restart, a lock), it tries again, with waits of
+    1 s growing to 8 s, for `patience` seconds: else the job would show running until `fail_stale`, an hour on."""
+    started, wait = time.monotonic(), 1.0
+    while True:
+        try:
+            CheckpointJob.objects.filter(pk=job_id).update(status=status, finished_at=timezone.now(), **fields)
+            return status
+        except DatabaseError as error:
+            close_old_connections()  # a broken connection is replaced at the next try
+            if time.monotonic() - started + wait > patience:
+                logger.exception("checkpoint job %s: cannot record its end (%s) for %.0f s; fail_stale will",
+                                 job_id, status, time.monotonic() - started)
+                return status
+            logger.warning("checkpoint job %s: cannot record its end (%s) yet: %s", job_id, status, error)
+        time.sleep(wait)
+        wait = min(2 * wait, 8.0)
 
 
 def fail_stale() -> int:

@@ -11,9 +11,10 @@ import time
 import pytest
 import redis
 from django.db import connection
+from django.utils import timezone
 
-from rlweb.experiments import live, redis_keys
-from rlweb.experiments.models import Event, Run
+from rlweb.experiments import checkpoint_jobs, live, redis_keys
+from rlweb.experiments.models import Checkpoint, CheckpointJob, Event, Run
 from rlweb.experiments.sink import REDIS_TIMEOUT, DatabaseUnavailable, RedisSink
 from rlweb.experiments.tasks import train_run
 from tests.conftest import redis_server_binary
@@ -182,6 +183,26 @@ def test_a_short_database_outage_mid_run_loses_no_event(make_experiment, transac
     assert sum(kind == "episode" for _, kind, _ in stored) == 200
     assert [step for _, kind, step in stored if kind == "checkpoint"][-1] == 2_000
     print(f"database down {outage['seconds']:.1f} s ({connection.vendor}); {len(stored)} events, all stored")
+
+
+def test_a_checkpoint_job_ending_in_a_database_outage_is_recorded_once_the_database_is_back(
+        trained_run, transactional_db):
+    """Before, the end was logged and lost: the job showed running until fail_stale, an hour on."""
+    checkpoint = Checkpoint.objects.get(run=trained_run, tag="final")
+    job = CheckpointJob.objects.create(checkpoint=checkpoint, kind="evaluate", episodes=1, status="running",
+                                       started_at=timezone.now())
+    outage = DatabaseOutage()
+    back = threading.Timer(3.0, outage.end)
+    started = time.monotonic()
+    back.start()
+    try:
+        status = checkpoint_jobs.finish(job.pk, "succeeded", result={"mean": 1.0, "returns": [1.0]})
+        waited = time.monotonic() - started
+    finally:
+        back.join()
+    job.refresh_from_db()
+    assert status == "succeeded" and job.status == "succeeded" and job.result["returns"] == [1.0] and job.finished_at
+    assert 3.0 <= waited < 3.0 + 8 + 5  # tried again within its longest wait of the database coming back
 
 
 def test_a_long_database_outage_ends_the_run_with_a_clear_error(queued_run, transactional_db):
