@@ -48,7 +48,7 @@ def wait_for_more_points(page, than: int, timeout_ms: int = 120_000) -> int:
 def test_a_user_trains_dqn_from_the_browser_and_downloads_the_checkpoint(site, browser, tmp_path):
     context = browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     browser_errors = []
     page.on("pageerror", lambda error: browser_errors.append(str(error)))
     external = []

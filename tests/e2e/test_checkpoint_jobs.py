@@ -32,7 +32,7 @@ def job_rows(page) -> list[dict]:
 
 def test_a_checkpoint_is_evaluated_and_filmed_from_the_run_page(site, browser):
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     sign_up(page, site, USERNAME, PASSWORD)
@@ -86,7 +86,7 @@ def test_a_job_asked_while_its_run_trains_is_done_at_once_and_a_waiting_one_is_c
     run still training. With that worker paused (SIGSTOP), jobs wait in its queue: their Cancel button ends them at
     once, and once it goes on the worker skips their messages (revoked) instead of doing them."""
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     sign_up(page, site, "canceller", PASSWORD)

@@ -47,7 +47,7 @@ def web_server_pid(var: Path) -> int:
 def test_a_scripts_curve_is_drawn_live_while_it_logs_through_the_client_and_through_a_web_server_restart(
         site_stack, site, browser, tmp_path):
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     began = time.monotonic()
 
     def mark(what: str) -> None:  # where the time goes, in the output of a failure

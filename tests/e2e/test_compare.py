@@ -55,7 +55,7 @@ GROUPED = "group=experiment&band=minmax&smooth=0.9"
 def watch(page, base: str) -> tuple[list[str], list[str]]:
     """Collect the page's script errors and any request that leaves the site."""
     errors, external = [], []
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.on("request", lambda request: external.append(request.url)
             if request.url.startswith(("http:", "https:")) and not request.url.startswith(base) else None)

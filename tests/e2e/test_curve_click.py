@@ -25,7 +25,7 @@ def nearest(step: int, steps: list[int]) -> int:
 
 def test_clicking_a_point_plays_the_nearest_video_and_highlights_the_nearest_checkpoint(site, browser):
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     sign_up(page, site, USERNAME, PASSWORD)

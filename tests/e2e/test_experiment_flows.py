@@ -117,7 +117,7 @@ def shoot_both_widths(page, name: str) -> None:
 def open_page(context) -> tuple:
     """A new page in `context`, and the list its script errors go to."""
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     browser_errors = []
     page.on("pageerror", lambda error: browser_errors.append(str(error)))
     return page, browser_errors

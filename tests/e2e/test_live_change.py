@@ -26,7 +26,7 @@ def marks(chart: str) -> str:
 
 def test_the_learning_rate_of_a_running_run_changes_from_its_page(site, browser):
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     sign_up(page, site, USERNAME, PASSWORD)
@@ -86,7 +86,7 @@ def test_a_plugins_algorithm_is_launched_from_the_form_on_its_own_environment_an
     return drawn live."""
     pytest.importorskip("rlweb_example_plugin", reason="the example plugin is installed by .ci/run")
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(site + "/login/")  # the account the test above made

@@ -126,7 +126,7 @@ def settle(page, seq: int) -> None:
 def test_every_live_point_is_drawn_once_through_the_append_path_with_correct_smoothing(shell, site_stack, site,
                                                                                      browser):
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     sign_up(page, site, USERNAME, PASSWORD)

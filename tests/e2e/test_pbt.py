@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: s
 def test_a_population_started_from_the_form_copies_live_and_its_best_schedule_launches(site_stack, browser):
     base = site_stack.url
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     sign_up(page, base, "hedy", "a long browser password 9")

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.shared_site]  # tests/e2e/stack.py: s
 def test_an_environment_fills_in_its_preset_and_the_users_values_stay(site_stack, browser):
     base = site_stack.url
     page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     sign_up(page, base, "zoo-keeper", "a long browser password 8")

@@ -47,7 +47,7 @@ def launch(page, site_url: str) -> None:
 def test_the_run_page_follows_a_run_live_and_its_controls_work(site, browser, tmp_path):  # noqa: F811
     context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     launch(page, site)

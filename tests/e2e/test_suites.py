@@ -27,7 +27,7 @@ def test_a_suite_trains_its_runs_and_its_page_and_offline_report_show_the_aggreg
     base = site_stack.url
     context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     sign_up(page, base, "suite-runner", "a long suite password 3")
@@ -80,7 +80,7 @@ def test_a_suite_trains_its_runs_and_its_page_and_offline_report_show_the_aggreg
     assert not errors, errors
 
     offline = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    offline.set_default_timeout(30_000)
+    offline.set_default_timeout(60_000)
     asked, report_errors = [], []
     offline.on("pageerror", lambda error: report_errors.append(str(error)))
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.e2e  # its own site: the first sweep of a fresh install
 def test_a_sweep_created_from_the_form_runs_its_trials_and_the_best_opens_as_an_experiment(site_stack, browser):
     base = site_stack.url
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     sign_up(page, base, "sweeper", "a long browser password 9")
