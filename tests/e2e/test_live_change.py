@@ -24,6 +24,20 @@ def marks(chart: str) -> str:
     return f"((({chart} || {{}}).layout || {{}}).shapes || []).map((shape) => shape.x0)"
 
 
+def wait_for_each_chart(page, condition: str, timeout: float = 60_000) -> None:
+    """Wait until `condition` (a JS expression of `chart`) holds for every chart shown on the page, bringing each
+    chart that it does not hold for yet on screen, where charts draw. Charts are looked up at each poll, not counted
+    once: the page adds one when a metric first arrives (on a slow machine, in the middle of such a wait), and a
+    fixed index then pointed at a chart never brought on screen (CI 2026-11-29, twice)."""
+    page.wait_for_function(f"""() => {{
+        for (const chart of document.querySelectorAll('.chart')) {{
+            if (chart.offsetParent === null) continue;  // in a folded section: not shown, not drawn
+            if (!({condition})) {{ chart.scrollIntoView({{block: 'center'}}); return false; }}
+        }}
+        return true;
+    }}""", timeout=timeout)
+
+
 def test_the_learning_rate_of_a_running_run_changes_from_its_page(site, browser):
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
     page.set_default_timeout(60_000)
@@ -50,12 +64,8 @@ def test_the_learning_rate_of_a_running_run_changes_from_its_page(site, browser)
     assert "changed learning_rate 0.001 → 0.0005" in line.text_content()
     step = int(line.query_selector(".log-where").text_content().split()[1])
     page.wait_for_function(f"{marks(RETURNS)}.includes({step})", timeout=20_000)
-    charts = page.locator(".chart")
-    assert charts.count() > 1
-    for index in range(charts.count()):  # a chart draws once it comes on screen: each has the mark when it does
-        charts.nth(index).scroll_into_view_if_needed()
-        chart = f"document.querySelectorAll('.chart')[{index}]"
-        page.wait_for_function(f"{marks(chart)}.includes({step})", timeout=20_000)
+    assert page.locator(".chart").count() > 1
+    wait_for_each_chart(page, f"{marks('chart')}.includes({step})")  # each has the mark once drawn on screen
     page.evaluate("window.scrollTo(0, 0)")
 
     # after a reload the marks and the log line come from the stored history
@@ -66,9 +76,7 @@ def test_the_learning_rate_of_a_running_run_changes_from_its_page(site, browser)
     page.wait_for_function(  # a few more points after the mark
         f"{RETURNS}.data.some((trace) => trace.name === 'raw' && Array.from(trace.x).filter((x) => x > {step}).length >= 3)",
         timeout=60_000)
-    for index in range(charts.count()):  # each chart drawn (on screen) with the points so far
-        charts.nth(index).scroll_into_view_if_needed()
-        page.wait_for_function(f"document.querySelectorAll('.chart')[{index}]._fullLayout !== undefined")
+    wait_for_each_chart(page, "chart._fullLayout !== undefined")  # each chart drawn (on screen) with the points so far
     page.evaluate("window.scrollTo(0, 0)")
     painted(page)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
