@@ -36,7 +36,6 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-
 @pytest.fixture(autouse=True)
 def settled_after_a_failure(request):
     """A test on the shared rlweb that fails midway leaves what it started going (a 200,000-step run, say), and the

@@ -31,7 +31,8 @@ def wait_for_each_chart(page, condition: str, timeout: float = 60_000) -> None:
     fixed index then pointed at a chart never brought on screen (CI 2026-11-29, twice)."""
     page.wait_for_function(f"""() => {{
         for (const chart of document.querySelectorAll('.chart')) {{
-            if (chart.offsetParent === null) continue;  // in a folded section: not shown, not drawn
+            // not shown, so not drawn: hidden, or in a folded group (Chromium lays those out: stack.charts_fit)
+            if (!chart.offsetParent || chart.closest('details:not([open])')) continue;
             if (!({condition})) {{ chart.scrollIntoView({{block: 'center'}}); return false; }}
         }}
         return true;
