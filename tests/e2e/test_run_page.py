@@ -51,6 +51,8 @@ def test_the_run_page_follows_a_run_live_and_its_controls_work(site, browser, tm
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     launch(page, site)
+    # the Environment card, drawn by the server before the worker recorded anything, fills in as the run starts
+    recorded_at_load = page.evaluate("document.getElementById('environment-empty') === null")
 
     # a chart per metric, growing live
     page.wait_for_function(f"{points(RETURNS)} > 2", timeout=180_000)
@@ -140,21 +142,31 @@ def test_the_run_page_follows_a_run_live_and_its_controls_work(site, browser, tm
     assert rows[0][:4] == ["seq", "kind", "step", "time"] and "rollout/episode_return" in rows[0]
     assert rows[1][1] == "started" and rows[-1][1] == "finished"
 
+    # the Environment card, drawn again as the run started (when the page came before the worker recorded what made
+    # the run, as it mostly does; else it is drawn again here): its Copy button puts the command that trains the
+    # run again on the clipboard
+    if recorded_at_load:
+        page.evaluate("""() => {
+            document.getElementById('run-environment').replaceChildren();
+            return import('/static/experiments/run/details.js').then((module) => module.refreshEnvironment()); }""")
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site)
+    page.locator("#run-environment").scroll_into_view_if_needed()
+    page.wait_for_selector('#run-environment [data-field="torch"]', timeout=10_000)
+    command = page.evaluate("document.getElementById('repeat-command').textContent")
+    assert command.startswith("python -m trainer train ") and f"--total-steps {TOTAL_STEPS} " in command
+    page.click("#copy-command")
+    page.wait_for_function("document.getElementById('copy-command-status').textContent === 'Copied'")
+    assert page.evaluate("navigator.clipboard.readText()") == command
+
     # after a reload the page draws the same history
     drawn = page.evaluate(points(RETURNS))
     page.reload()
     page.wait_for_function("document.getElementById('run-page')?.dataset.ready === '1'")
     if drawn <= 512:  # under MAX_BUCKETS the history holds every point (history.py)
         assert page.evaluate(points(RETURNS)) == drawn
-    # the Environment card (drawn by the server, here after the run started): what made the run; its Copy button
-    # puts the command that trains it again on the clipboard
-    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site)
+    # and drawn by the server after the reload, the same
     page.locator("#run-environment").scroll_into_view_if_needed()
-    command = page.evaluate("document.getElementById('repeat-command').textContent")
-    assert command.startswith("python -m trainer train ") and f"--total-steps {TOTAL_STEPS} " in command
-    page.click("#copy-command")
-    page.wait_for_function("document.getElementById('copy-command-status').textContent === 'Copied'")
-    assert page.evaluate("navigator.clipboard.readText()") == command
+    assert page.evaluate("document.getElementById('repeat-command').textContent") == command
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.locator("#run-environment").screenshot(path=str(SCREENSHOTS / "run-environment.png"))
     page.evaluate("window.scrollTo(0, 0)")
@@ -165,5 +177,32 @@ def test_the_run_page_follows_a_run_live_and_its_controls_work(site, browser, tm
     page.wait_for_function("document.getElementById('run-page')?.dataset.ready === '1'")
     charts_fit(page)  # plotly draws to the narrow page
     page.screenshot(path=str(SCREENSHOTS / "run-page-narrow.png"), full_page=True)
+    assert not errors
+    context.close()
+
+
+def test_the_environment_card_is_drawn_as_its_run_starts(site, browser):  # noqa: F811
+    """The run page of a run still queued says when the Environment card fills in, and fills it in as the run starts,
+    without a reload. The site's one worker trains one run at a time: the second seed waits for the first."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    sign_up(page, site, "ida", PASSWORD)
+    launch_experiment(page, site, "Environment drawn live", {**TRAINING, "num_seeds": "2", "video_interval": "0",
+                                                              "checkpoint_interval": "0", "eval_interval": "0"})
+    page.go_back()
+    page.wait_for_selector("#run-table a[data-run-id]")
+    second_seed = max(page.eval_on_selector_all("#run-table a[data-run-id]",
+                                                "(links) => links.map((link) => Number(link.dataset.runId))"))
+    page.goto(f"{site}/runs/{second_seed}/")
+    page.wait_for_function("document.getElementById('run-page')?.dataset.ready === '1'")
+    assert page.inner_text("#run-status") == "queued"  # its seed 0 trains on the only worker
+    assert page.inner_text("#environment-empty") == "Recorded when a worker starts training the run: it shows here then."
+    page.wait_for_selector('#run-environment [data-field="torch"]', timeout=180_000)
+    assert page.inner_text("#run-status") in ("running", "succeeded")
+    assert page.inner_text('#run-environment [data-field="seed"]') == "1"
+    assert "--seed 1 " in page.inner_text("#repeat-command")
     assert not errors
     context.close()

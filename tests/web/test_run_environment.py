@@ -56,14 +56,19 @@ def test_the_run_page_shows_the_environment_with_a_copy_button_for_the_command(o
     assert f'title="{trained_run.environment["rlweb_commit"]}"' in card
     shown = re.search(r'<code id="repeat-command">(.*?)</code>', card, re.S).group(1)
     assert html.unescape(re.sub(r"</?span>", "", shown)) == trained_run.environment["command"]  # what Copy copies
-    assert 'id="copy-command"' in card and "experiments/copy_command.js" in card
+    assert 'id="copy-command"' in card and "experiments/copy_command.js" in page
     assert owner_client.get("/static/experiments/copy_command.js").status_code == 200
 
 
 def test_a_run_not_started_yet_says_when_it_is_recorded(owner_client, queued_run):
     page = owner_client.get(reverse("run-detail", args=[queued_run.pk])).content.decode()
     assert 'id="environment-empty"' in page and 'id="copy-command"' not in page
-    assert "Recorded when a worker starts the run" in page
+    assert "Recorded when a worker starts training the run: it shows here then." in page
+    # claimed, its agent still being built: the record comes in a moment, and the page draws it again then
+    Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.RUNNING)
+    page = owner_client.get(reverse("run-detail", args=[queued_run.pk])).content.decode()
+    assert "Recorded when a worker starts training the run" in page and "Not recorded" not in page
+    assert "experiments/copy_command.js" in page  # for the Copy button of the card drawn then
     Run.objects.filter(pk=queued_run.pk).update(status=Run.Status.SUCCEEDED)  # trained before runs recorded it
     page = owner_client.get(reverse("run-detail", args=[queued_run.pk])).content.decode()
     assert "Not recorded: no worker trained this run, or one did before rlweb recorded" in page

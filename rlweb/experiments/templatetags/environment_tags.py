@@ -37,7 +37,7 @@ def environment_panel(run) -> dict:
     command = record.get("command", "")
     # shown an option and its value to a piece, each kept on one line; the pieces joined by spaces are the command
     return {"rows": shown_rows(record, logged) if record else [], "command": command,
-            "pieces": re.split(r" (?=--)", command), "logged": logged, "waiting": run.status == run.Status.QUEUED}
+            "pieces": re.split(r" (?=--)", command), "logged": logged, "pending": not run.is_finished}
 
 
 @register.inclusion_tag("experiments/_environment_diff.html")

@@ -196,6 +196,20 @@ export function addVideo(values) {
   document.getElementById("video-empty").hidden = true;
 }
 
+// The Environment card is drawn by the server: a worker records what made the run as it starts an attempt, just
+// before the attempt's first event ("started" or "resumed"), so the card is drawn again from the page then.
+export async function refreshEnvironment() {
+  try {
+    const response = await fetch(window.location.pathname, {headers: {Accept: "text/html"}});
+    if (!response.ok) return;
+    const drawn = new DOMParser().parseFromString(await response.text(), "text/html");
+    const card = drawn.getElementById("run-environment");
+    if (card) document.getElementById("run-environment").replaceWith(card);
+  } catch {
+    // offline for now: the card stays as it was, and a reload draws it
+  }
+}
+
 function logText(event) {
   const values = event.values;
   switch (event.kind) {

@@ -5,8 +5,8 @@
 // after the browser reconnects (it sends Last-Event-ID).
 import {addMark, addPoints, dueCharts, drawCharts, endCharts, ended} from "./charts.js";
 import {endsAnEpisode} from "../lib/episodes.js";
-import {addCheckpoint, addLogLine, addVideo, countEpisode, setProgress, setStatus, showEnd, showError,
-        showNumbers} from "./details.js";
+import {addCheckpoint, addLogLine, addVideo, countEpisode, refreshEnvironment, setProgress, setStatus, showEnd,
+        showError, showNumbers} from "./details.js";
 import {retryDelay} from "../lib/retry.js";
 
 const page = document.getElementById("run-page");
@@ -29,7 +29,9 @@ function apply(events) {
     if (event.kind === "started") {
       setStatus("running");
       if (event.values.device) document.getElementById("device-used").textContent = event.values.device;
-    } else if (event.kind === "checkpoint") addCheckpoint(event.values);
+    }
+    if (event.kind === "started" || event.kind === "resumed") refreshEnvironment();
+    else if (event.kind === "checkpoint") addCheckpoint(event.values);
     else if (event.kind === "video") addVideo(event.values);
     else if (event.kind === "hyperparameters" && !event.values.error) addMark(event, changed);
     else if (event.kind === "finished" || event.kind === "failed") {
