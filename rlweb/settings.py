@@ -233,6 +233,7 @@ INSTALLED_APPS = [
     "rlweb.logged",
     "rlweb.projects",
     "rlweb.alerts",
+    "ninja",  # the API's docs page takes Swagger UI from ninja's static files, not from a CDN a lab may not reach
 ]
 
 MIDDLEWARE = [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.test import Client
 from openapi_spec_validator import validate
 
@@ -20,3 +22,14 @@ def test_the_openapi_schema_validates():
 def test_the_docs_page_is_public_and_the_data_is_not():
     assert Client().get("/api/docs").status_code == 200
     assert Client().get("/api/experiments").status_code == 401
+
+
+def test_the_docs_page_loads_its_scripts_from_the_site_itself():
+    """A self-hosted site may reach no CDN (Swagger UI from one left the page blank there)."""
+    page = Client().get("/api/docs").content.decode()
+    sources = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert any(source.endswith("swagger-ui-bundle.js") for source in sources), sources
+    for source in sources:
+        assert source.startswith("/"), f"{source} is not on the site"
+        if source.endswith((".js", ".css")):
+            assert Client().get(source).status_code == 200, source
