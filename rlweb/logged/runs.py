@@ -30,7 +30,7 @@ from pathlib import Path
 import redis
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.db.models import F, Max
+from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 from trainer.events import make_event
@@ -71,7 +71,7 @@ class Refused(Exception):
 def create(user, experiment: str, config: dict, name: str = "", host: str = "", command: str = "",
            git_commit: str = "", client_version: str = "", project: int | None = None) -> Run:
     """A new running run of `user`'s logged experiment named `experiment` (made on first use, in `project` when
-    given: a project's id that `user` owns or edits), with the next seed number; its log starts with a `started`
+    given: a project's id that `user` owns or edits), with its config's seed (seed_number); its log starts with a `started`
     event. Refused (404) for a project `user` is not in, (403) for one they only view."""
     now = timezone.now()
     total_steps = planned_steps(config)
@@ -85,8 +85,7 @@ def create(user, experiment: str, config: dict, name: str = "", host: str = "", 
                 env_id=text_setting(config, "env_id", "env"),
                 hyperparameters=config, total_steps=total_steps, device=LOGGED, auto_resume=False, num_seeds=0,
                 keep_checkpoints=0, description="Runs logged from a script through the API (rlweb_client).")
-        last_seed = found.runs.aggregate(last=Max("seed"))["last"]
-        seed = 0 if last_seed is None else last_seed + 1
+        seed = seed_number(found, config)
         run = Run.objects.create(experiment=found, seed=seed, status=Status.RUNNING, total_steps=total_steps,
                                  worker_host=host[:200], device_used=LOGGED, first_started_at=now, started_at=now,
                                  heartbeat_at=now, attempts=1)
@@ -110,6 +109,16 @@ def project_to_log_into(user, project_id: int | None):
     if not access.editable_projects(user).filter(pk=project_id).exists():
         raise Refused(403, "A viewer of this project cannot log runs into it: ask its owner to make you an editor.")
     return project
+
+
+def seed_number(experiment: Experiment, config: dict) -> int:
+    """The run's seed: the script's own (its config's `seed`, as CleanRL's `--seed` gives it) unless another run of
+    the experiment has it; else the number after the highest so far."""
+    taken = set(experiment.runs.values_list("seed", flat=True))
+    seed = config.get("seed")
+    if isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**30 and seed not in taken:
+        return seed
+    return max(taken, default=-1) + 1
 
 
 def planned_steps(config: dict) -> int:

@@ -101,6 +101,15 @@ def test_a_second_run_of_the_same_name_joins_its_experiment_with_the_next_seed(a
     assert Experiment.objects.get(pk=runs[0].experiment_id).num_seeds == 2
 
 
+def test_a_run_takes_its_scripts_seed_unless_another_run_of_the_experiment_has_it(api):
+    seeded = lambda seed: {"config": {**INIT["config"], "seed": seed}}  # noqa: E731
+    runs = [api.create(**seeded(1)), api.create(**seeded(3)), api.create(**seeded(1)), api.create(),
+            api.create(**seeded(True)), api.create(**seeded(-2)), api.create(**seeded("7"))]
+    assert [Run.objects.get(pk=run).seed for run in runs] == [1, 3, 4, 5, 6, 7, 8]
+    first = api.get(f"/api/runs/{runs[0]}").json()
+    assert first["seed"] == 1
+
+
 def test_points_go_through_the_push_path_and_every_metric_name_is_drawn(api, owner_client):
     run_id = api.create()
     answer = api.points(run_id, [point(1, **{"charts/episodic_return": 1.0, "losses/value_loss": 0.5}),
