@@ -278,6 +278,7 @@ def test_the_run_page_shows_where_a_logged_run_came_from_and_offers_no_trainer_a
     assert INIT["git_commit"][:12] in text
     assert "learning_rate" in text  # its config, under Hyperparameters
     assert 'id="resume-form"' not in text and 'id="live-change-form"' not in text
+    assert "<code>run.log_checkpoint(path, step)</code>" in text and "<code>run.log_video(path, step)</code>" in text
     experiment_page = owner_client.get(reverse("experiment-detail", args=[Run.objects.get(pk=run_id).experiment_id]))
     assert 'id="clone-link"' not in experiment_page.content.decode()
 
