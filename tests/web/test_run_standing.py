@@ -22,7 +22,7 @@ def test_a_finished_run_stands_beside_rl_zoos_score(owner_client, make_experimen
                              eval_return_mean=247.0, eval_return_std=12.0, best_eval_return=250.0)
     page = page_of(owner_client, run)
     assert "final 247; RL Zoo PPO: 242 ± 32" in page
-    assert "published on LunarLander-v2 after 1000000 agent steps" in page
+    assert "published on LunarLander-v2 after 1,000,000 agent steps" in page
     assert "min-max score 1.12 (0: random policy on LunarLander-v3, 1: solved threshold of LunarLander-v3)" in page
     bands = json.loads(re.search(r'<script id="run-baselines" type="application/json">(.*?)</script>', page).group(1))
     assert [(band["label"], band["mean"], band["std"]) for band in bands] == [("RL Zoo PPO", 242.119, 31.823)]
