@@ -7,7 +7,7 @@ from django.db import IntegrityError, transaction
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 
-from rlweb.api.form_input import form_data, raise_form_errors, refuse_unknown_hyperparameters
+from rlweb.api.form_input import form_data, raise_form_errors
 from rlweb.api.schemas import Body, ExperimentOut
 from rlweb.experiments import lifecycle, lists
 from rlweb.experiments.forms import ExperimentForm
@@ -86,9 +86,7 @@ def experiment_create(request, body: ExperimentIn):
     fields["tags"] = ", ".join(body.tags)
     form = ExperimentForm(form_data(ExperimentForm, fields, body.hyperparameters, body.algorithm, body.env_id,
                                     body.preset), algorithm=body.algorithm, owner=request.user)
-    refuse_unknown_hyperparameters(form, body.hyperparameters)
-    if not form.is_valid():
-        raise_form_errors(form)
+    raise_form_errors(form, body.hyperparameters)  # 422 with every error, when there are any
     earlier = form.earlier_submission(request.user)
     if earlier:
         return Status(200, earlier)

@@ -34,8 +34,11 @@ def field_text(value):
     return str(value)
 
 
-def raise_form_errors(form) -> None:
-    """ninja's 422 with the form's errors by field, when there are any."""
+def raise_form_errors(form, hyperparameters: dict | None = None) -> None:
+    """ninja's 422 with every error by field, when there are any (else the form is valid and cleaned): the form's,
+    and each of `hyperparameters` (the body's) that the form's algorithm does not have (a browser cannot post one;
+    the form would silently drop it). An algorithm that does not exist has no hyperparameters to check: its error
+    stands alone for them."""
     errors = []
     for name, messages in form.errors.items():
         if name == "__all__":
@@ -45,15 +48,11 @@ def raise_form_errors(form) -> None:
         else:
             loc = ["body", name]
         errors += [{"loc": loc, "msg": str(message), "type": "form"} for message in messages]
+    if "algorithm" in form.errors:
+        errors = [error for error in errors if error["loc"][1:2] != ["hyperparameters"]]
+    else:
+        unknown = sorted(name for name in hyperparameters or {} if HYPERPARAMETER_PREFIX + name not in form.fields)
+        errors += [{"loc": ["body", "hyperparameters", name[:100]], "type": "unknown",
+                    "msg": f"{form.algorithm_name} has no hyperparameter {name[:100]!r}"} for name in unknown]
     if errors:
         raise ValidationError(errors)
-
-
-def refuse_unknown_hyperparameters(form, hyperparameters: dict) -> None:
-    """422 for a hyperparameter the form's algorithm does not have (a browser cannot post one; the form would
-    silently drop it)."""
-    unknown = sorted(name for name in hyperparameters if HYPERPARAMETER_PREFIX + name not in form.fields)
-    if unknown:
-        raise ValidationError([{"loc": ["body", "hyperparameters", name[:100]], "type": "unknown",
-                                "msg": f"{form.algorithm_name} has no hyperparameter {name[:100]!r}"}
-                               for name in unknown])

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from ninja import Field, Router, Schema, Status
 
-from rlweb.api.form_input import form_data, raise_form_errors, refuse_unknown_hyperparameters
+from rlweb.api.form_input import form_data, raise_form_errors
 from rlweb.api.schemas import Body
 from rlweb.projects import access
 from rlweb.sweeps import figures, pbt, study
@@ -99,9 +99,7 @@ def sweep_create(request, body: SweepIn):
     fields = body.dict(exclude={"hyperparameters"})
     form = SweepForm(form_data(SweepForm, fields, body.hyperparameters, body.algorithm, body.env_id, body.preset),
                      algorithm=body.algorithm, owner=request.user)
-    refuse_unknown_hyperparameters(form, body.hyperparameters)
-    if not form.is_valid():
-        raise_form_errors(form)
+    raise_form_errors(form, body.hyperparameters)  # 422 with every error, when there are any
     sweep = form.save(owner=request.user)
     study.create(sweep)
     sweep.refresh_from_db()

@@ -63,6 +63,18 @@ def test_unknown_fields_and_hyperparameters_are_refused_by_name(owner_api):
     assert not Experiment.objects.exists()
 
 
+def test_every_error_comes_back_at_once_and_an_unknown_algorithm_alone_for_its_hyperparameters(owner_api):
+    response = owner_api.post_json("/api/experiments", {
+        **TINY, "total_steps": 0, "hyperparameters": {**TINY_DQN, "learning_rate": "fast", "warp_factor": 9}})
+    assert response.status_code == 422
+    assert {"total_steps", "hyperparameters.learning_rate", "hyperparameters.warp_factor"} <= set(
+        errors_by_field(response))
+    response = owner_api.post_json("/api/experiments", {**TINY, "algorithm": "nope", "hyperparameters": {"x": 1}})
+    assert response.status_code == 422
+    assert list(errors_by_field(response)) == ["algorithm"]  # not the hyperparameters of an algorithm it is not
+    assert not Experiment.objects.exists()
+
+
 def test_wrong_types_and_bad_json_get_4xx(owner_api):
     assert owner_api.post_json("/api/experiments", {**TINY, "num_seeds": "many"}).status_code == 422
     assert owner_api.post_json("/api/experiments", {**TINY, "tags": "a"}).status_code == 422
