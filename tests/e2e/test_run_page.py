@@ -181,28 +181,54 @@ def test_the_run_page_follows_a_run_live_and_its_controls_work(site, browser, tm
     context.close()
 
 
-def test_the_environment_card_is_drawn_as_its_run_starts(site, browser):  # noqa: F811
-    """The run page of a run still queued says when the Environment card fills in, and fills it in as the run starts,
-    without a reload. The site's one worker trains one run at a time: the second seed waits for the first."""
+def test_open_pages_follow_queued_runs_as_they_start_and_end_without_a_reload(site, browser):  # noqa: F811
+    """While runs are queued or running, the experiment's page and the run list draw their rows again by themselves
+    (ticked boxes stay ticked), and the page of a run still queued fills in its Environment card as the run starts.
+    The site's one worker trains one run at a time: the second seed waits for the first."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(60_000)
     errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    context.on("weberror", lambda error: errors.append(str(error.error)))
     sign_up(page, site, "ida", PASSWORD)
-    launch_experiment(page, site, "Environment drawn live", {**TRAINING, "num_seeds": "2", "video_interval": "0",
-                                                              "checkpoint_interval": "0", "eval_interval": "0"})
-    page.go_back()
-    page.wait_for_selector("#run-table a[data-run-id]")
-    second_seed = max(page.eval_on_selector_all("#run-table a[data-run-id]",
-                                                "(links) => links.map((link) => Number(link.dataset.runId))"))
-    page.goto(f"{site}/runs/{second_seed}/")
-    page.wait_for_function("document.getElementById('run-page')?.dataset.ready === '1'")
-    assert page.inner_text("#run-status") == "queued"  # its seed 0 trains on the only worker
-    assert page.inner_text("#environment-empty") == "Recorded when a worker starts training the run: it shows here then."
-    page.wait_for_selector('#run-environment [data-field="torch"]', timeout=180_000)
-    assert page.inner_text("#run-status") in ("running", "succeeded")
-    assert page.inner_text('#run-environment [data-field="seed"]') == "1"
-    assert "--seed 1 " in page.inner_text("#repeat-command")
+    launch_experiment(page, site, "Followed without a reload", {  # seed 0 long enough to open three pages meanwhile
+        **TRAINING, "total_steps": "20000", "num_seeds": "2", "video_interval": "0", "checkpoint_interval": "0",
+        "eval_interval": "0", "hp_gradient_steps": "1"})
+    experiment_page = page
+    experiment_page.go_back()
+    experiment_page.wait_for_selector("#run-table a[data-run-id]")
+    experiment_page.evaluate("window.notReloaded = true")
+    first, second = sorted(experiment_page.eval_on_selector_all(
+        "#run-table a[data-run-id]", "(links) => links.map((link) => Number(link.dataset.runId))"))
+    statuses = "Array.from(document.querySelectorAll('#run-table tbody .status')).map((status) => status.textContent)"
+    assert experiment_page.evaluate(statuses)[1] == "queued"
+
+    run_list = context.new_page()
+    run_list.goto(f"{site}/runs/")
+    run_list.check(f'input[name="runs"][value="{first}"]')
+    run_list.evaluate("window.notReloaded = true")
+
+    run_page = context.new_page()
+    run_page.goto(f"{site}/runs/{second}/")
+    run_page.wait_for_function("document.getElementById('run-page')?.dataset.ready === '1'")
+    assert run_page.inner_text("#run-status") == "queued"  # its seed 0 trains on the only worker
+    assert run_page.inner_text("#environment-empty") == "Recorded when a worker starts training the run: it shows here then."
+    run_page.wait_for_selector('#run-environment [data-field="torch"]', timeout=180_000)
+    assert run_page.inner_text("#run-status") in ("running", "succeeded")
+    assert run_page.inner_text('#run-environment [data-field="seed"]') == "1"
+    assert "--seed 1 " in run_page.inner_text("#repeat-command")
+
+    experiment_page.bring_to_front()
+    experiment_page.wait_for_function(f"{statuses}.join() === 'succeeded,succeeded'", timeout=180_000)
+    assert experiment_page.evaluate("Array.from(document.querySelectorAll('#run-table tbody progress'))"
+                                    ".map((bar) => bar.value)") == [20_000, 20_000]
+    assert experiment_page.evaluate("window.notReloaded") is True
+    run_list.bring_to_front()
+    ended = ("(ids) => ids.every((id) => document.querySelector(`#run-list-table tr[data-run-id='${id}'] .status`)"
+             ".textContent === 'succeeded')")
+    run_list.wait_for_function(ended, arg=[first, second], timeout=30_000)
+    assert run_list.is_checked(f'input[name="runs"][value="{first}"]')
+    assert not run_list.is_checked(f'input[name="runs"][value="{second}"]')
+    assert run_list.evaluate("window.notReloaded") is True
     assert not errors
     context.close()
