@@ -10,12 +10,13 @@ function active(rows) {
 }
 
 async function drawAgain() {
-  const ticked = [...table.querySelectorAll("input[type=checkbox]:checked")].map((box) => `${box.name}=${box.value}`);
   const response = await fetch(window.location.href, {headers: {Accept: "text/html"}});
   if (!response.ok) return;
   const drawn = new DOMParser().parseFromString(await response.text(), "text/html").getElementById(table.id);
   if (!drawn) return;
   const rows = drawn.tBodies[0];
+  // the boxes as they are now, not as the request left: one ticked while it was on its way stays ticked
+  const ticked = [...table.querySelectorAll("input[type=checkbox]:checked")].map((box) => `${box.name}=${box.value}`);
   rows.querySelectorAll("input[type=checkbox]").forEach((box) => {
     if (ticked.includes(`${box.name}=${box.value}`)) box.checked = true;
   });
