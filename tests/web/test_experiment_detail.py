@@ -42,3 +42,21 @@ def test_it_says_whether_lost_runs_resume_by_themselves(owner_client, make_exper
     experiment.auto_resume = False
     experiment.save()
     assert "stays lost until you resume it" in owner_client.get(experiment.get_absolute_url()).content.decode()
+
+
+def test_the_lists_mark_the_rows_of_active_runs_for_their_script_to_follow(owner_client, queued_run):
+    """static/experiments/live_rows.js draws a list's rows again while one holds data-active: a queued or running
+    run (an experiment with one, on the experiment list), and stops once none does."""
+    from django.utils import timezone
+
+    from rlweb.experiments.models import Run
+
+    pages = [reverse("experiment-list"), reverse("experiment-detail", args=[queued_run.experiment.pk]),
+             reverse("run-list")]
+    for status, active in ((Run.Status.QUEUED, True), (Run.Status.RUNNING, True), (Run.Status.SUCCEEDED, False),
+                           (Run.Status.CANCELLED, False)):
+        Run.objects.filter(pk=queued_run.pk).update(status=status, heartbeat_at=timezone.now())  # one not silent
+        for url in pages:
+            html = owner_client.get(url).content.decode()
+            assert "data-live-rows" in html and "experiments/live_rows.js" in html, url
+            assert ("data-active" in html) == active, (url, status)
