@@ -71,8 +71,8 @@ class Refused(Exception):
 def create(user, experiment: str, config: dict, name: str = "", host: str = "", command: str = "",
            git_commit: str = "", client_version: str = "", project: int | None = None) -> Run:
     """A new running run of `user`'s logged experiment named `experiment` (made on first use, in `project` when
-    given: a project's id that `user` owns or edits), with its config's seed (seed_number); its log starts with a `started`
-    event. Refused (404) for a project `user` is not in, (403) for one they only view."""
+    given: a project's id that `user` owns or edits), with its config's seed (seed_number); its log starts with a
+    `started` event. Refused (404) for a project `user` is not in, (403) for one they only view."""
     now = timezone.now()
     total_steps = planned_steps(config)
     shared = project_to_log_into(user, project)

@@ -212,7 +212,8 @@ def test_open_pages_follow_queued_runs_as_they_start_and_end_without_a_reload(si
     run_page.goto(f"{site}/runs/{second}/")
     run_page.wait_for_function("document.getElementById('run-page')?.dataset.ready === '1'")
     assert run_page.inner_text("#run-status") == "queued"  # its seed 0 trains on the only worker
-    assert run_page.inner_text("#environment-empty") == "Recorded when a worker starts training the run: it shows here then."
+    assert run_page.inner_text("#environment-empty") == \
+        "Recorded when a worker starts training the run: it shows here then."
     run_page.wait_for_selector('#run-environment [data-field="torch"]', timeout=180_000)
     assert run_page.inner_text("#run-status") in ("running", "succeeded")
     assert run_page.inner_text('#run-environment [data-field="seed"]') == "1"
