@@ -2,6 +2,8 @@
 // runs are queued or running: every few seconds, while the tab is shown, the table's rows are drawn again from the
 // page itself, so statuses, progress, time left and returns move without a reload. Ticked boxes stay ticked. It
 // stops once no row is active (`data-active`, set by the server).
+import {drawnNow} from "./drawn_now.js";
+
 const table = document.querySelector("table[data-live-rows]");
 const intervalMs = 5000;
 
@@ -10,9 +12,7 @@ function active(rows) {
 }
 
 async function drawAgain() {
-  const response = await fetch(window.location.href, {headers: {Accept: "text/html"}});
-  if (!response.ok) return;
-  const drawn = new DOMParser().parseFromString(await response.text(), "text/html").getElementById(table.id);
+  const drawn = await drawnNow(table.id);
   if (!drawn) return;
   const rows = drawn.tBodies[0];
   // the boxes as they are now, not as the request left: one ticked while it was on its way stays ticked

@@ -2,6 +2,7 @@
 // log, from the history and then from live events (run/live.js); and what a click on a chart points at.
 import {durationClock, durationText} from "../lib/duration.js";
 import {episodesInHistory} from "../lib/episodes.js";
+import {drawnNow} from "../drawn_now.js";
 
 const page = document.getElementById("run-page");
 const statusLabel = document.getElementById("run-status");
@@ -200,10 +201,7 @@ export function addVideo(values) {
 // before the attempt's first event ("started" or "resumed"), so the card is drawn again from the page then.
 export async function refreshEnvironment() {
   try {
-    const response = await fetch(window.location.pathname, {headers: {Accept: "text/html"}});
-    if (!response.ok) return;
-    const drawn = new DOMParser().parseFromString(await response.text(), "text/html");
-    const card = drawn.getElementById("run-environment");
+    const card = await drawnNow("run-environment", window.location.pathname);
     if (card) document.getElementById("run-environment").replaceWith(card);
   } catch {
     // offline for now: the card stays as it was, and a reload draws it
