@@ -14,7 +14,9 @@ router = Router(tags=["statistics"])
 class StatisticsQuery(Schema):
     runs: str = Field(..., description="Run ids, separated by commas (at most 50); runs you may not see are left out.")
     by: str = Field("algorithm", description="algorithm, experiment, tag or hp:<hyperparameter>")
-    metric: str = Field("eval/return_mean", description="eval/return_mean or rollout/episode_return")
+    metric: str = Field("", description="eval/return_mean, or rollout/episode_return: the training episodes' return "
+                                         "(a logged script's charts/episodic_return too); default the first, unless "
+                                         "none of the runs evaluates")
     count: str = Field("final", description="final, best or last (the mean of the last `last` values)")
     last: str = "5"
     improve: str = Field("", description="P(improve > over): two group names; default the first two groups")

@@ -39,7 +39,11 @@ CURVE_POINTS = 20
 PROFILE_POINTS = 41
 RESULT_SECONDS = 7 * 24 * 3600  # a computed result is kept this long (a new event in any run changes the key)
 PENDING_SECONDS = 120  # a computation not finished by then is started again by the next request
-METRICS = {"eval/return_mean": "evaluation return", "rollout/episode_return": "training episode return"}
+EVAL_RETURN, EPISODE_RETURN = "eval/return_mean", "rollout/episode_return"
+METRICS = {EVAL_RETURN: "evaluation return", EPISODE_RETURN: "training episode return"}
+# The series holding one value per finished training episode: rlweb's own, or a CleanRL-style script's logged through
+# rlweb_client or imported from TensorBoard (the run page counts episodes by the same keys: lib/episodes.js).
+EPISODE_RETURN_KEYS = (EPISODE_RETURN, "charts/episodic_return")
 COUNTS = {"final": "final", "best": "best", "last": "mean of the last N"}
 MAX_LAST = 1000
 GROUPINGS = {"algorithm": "algorithm", "experiment": "experiment", "tag": "tag"}
@@ -48,7 +52,7 @@ GROUPINGS = {"algorithm": "algorithm", "experiment": "experiment", "tag": "tag"}
 @dataclass(frozen=True)
 class StatsOptions:
     by: str = "algorithm"
-    metric: str = "eval/return_mean"
+    metric: str = EVAL_RETURN
     count: str = "final"
     last: int = 5
     improve: str = ""  # P(improve > over), the two groups compared ("": the first two)
@@ -61,10 +65,20 @@ def grouping_choices(runs: list[Run]) -> dict[str, str]:
     return choices
 
 
+def default_metric(runs: list[Run]) -> str:
+    """The evaluation return, unless none of the runs evaluates (logged runs: their scripts rarely do, and those that
+    do name it as they like), then the training episodes' return. It follows the experiments' settings, not how far
+    the runs have got."""
+    if runs and not any(run.experiment.eval_episodes and not run.experiment.is_logged for run in runs):
+        return EPISODE_RETURN
+    return EVAL_RETURN
+
+
 def parse_options(params, runs: list[Run]) -> StatsOptions:
     """The statistics' options from the query (`by`, `metric`, `count`, `last`, `improve`, `over`); SelectionError says
     what is wrong, by field."""
-    by, metric, count = params.get("by", "algorithm"), params.get("metric", "eval/return_mean"), params.get("count", "final")
+    by, count = params.get("by", "algorithm"), params.get("count", "final")
+    metric = params.get("metric") or default_metric(runs)
     if by not in grouping_choices(runs):
         raise compare.SelectionError(f"by must be one of: {', '.join(grouping_choices(runs))}.")
     if metric not in METRICS:
@@ -88,7 +102,7 @@ def group_labels(run: Run, by: str) -> list[str]:
 def run_score(run: Run, series: dict | None, options: StatsOptions) -> float | None:
     """The score that counts for a run: its final or best value of the metric, or the mean of its last N."""
     values = [value for value in (series or {}).get("value", []) if value is not None]
-    evaluation = options.metric == "eval/return_mean"
+    evaluation = options.metric == EVAL_RETURN
     if options.count == "final":
         return run.eval_return_mean if evaluation and run.eval_return_mean is not None else (values[-1] if values else None)
     if options.count == "best":
@@ -96,10 +110,16 @@ def run_score(run: Run, series: dict | None, options: StatsOptions) -> float | N
     return float(np.mean(values[-options.last:])) if values else None
 
 
+def score_series(series: dict[str, dict], metric: str) -> dict | None:
+    """A run's series of the metric: for the training episode return, the first of EPISODE_RETURN_KEYS it has."""
+    keys = EPISODE_RETURN_KEYS if metric == EPISODE_RETURN else (metric,)
+    return next((series[key] for key in keys if key in series), None)
+
+
 def collect(runs: list[Run], options: StatsOptions) -> dict:
     """Everything the computation needs, read from the database: per group, per task, the runs' normalised scores
     and curves, and notes on what was left out and why. JSON, so it can be hashed and handed to a worker."""
-    series = {run.pk: history.metric_series(run).get(options.metric) for run in runs}
+    series = {run.pk: score_series(history.metric_series(run), options.metric) for run in runs}
     tasks = sorted({run.experiment.env_id for run in runs})
     references = {task: normalise.reference(task) for task in tasks}
     normalised = all(references.values())
@@ -133,7 +153,7 @@ def collect(runs: list[Run], options: StatsOptions) -> dict:
             groups.setdefault(label, {}).setdefault(task, []).append(
                 {"run": run.pk, "seed": run.seed, "score": scale(task, score), "raw": score, "curve": curve})
     if without_score:
-        notes.append(f"Runs without a {METRICS[options.metric]} yet: {', '.join(f'#{pk}' for pk in without_score)}.")
+        notes.append(f"Runs with no {METRICS[options.metric]} yet: {', '.join(f'#{pk}' for pk in without_score)}.")
     return {"options": asdict(options), "normalised": normalised, "tasks": tasks, "groups": groups, "notes": notes,
             "references": {task: references[task] for task in tasks},
             "last_events": {str(pk): seq for pk, seq in compare.stored_through([run.pk for run in runs]).items()},

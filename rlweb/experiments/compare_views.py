@@ -40,6 +40,7 @@ def compare_page(request):
         "hyperparameters": rows, "settings_differ": any(row["differs"] for row in rows),
         "groupings": compare.grouping_choices(runs), "bands": compare.BANDS, "max_runs": compare.MAX_RUNS,
         "statistics": {"groupings": compare_stats.grouping_choices(runs), "metrics": compare_stats.METRICS,
+                       "metric": compare_stats.default_metric(runs),
                        "counts": compare_stats.COUNTS, "baselines": compare_stats.baseline_bands(runs)},
         "columns": [(run, compare_url([pk for pk in run_ids if pk != run.pk], request.GET)) for run in runs],
         "data_url": compare_url(run_ids, request.GET, view="compare-data"),

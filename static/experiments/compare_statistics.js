@@ -12,6 +12,7 @@ const table = document.getElementById("statistics-table");
 const improvementLine = document.getElementById("statistics-improvement");
 const notes = document.getElementById("statistics-notes");
 const lastLabel = document.getElementById("statistics-last-label");
+const charts = document.getElementById("statistics-charts");
 const metrics = [["iqm", "IQM"], ["median", "median"], ["mean", "mean"], ["optimality_gap", "optimality gap"]];
 const palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
 let request = 0;
@@ -93,8 +94,11 @@ function draw(result) {
     ? `${groups.length} group${groups.length === 1 ? "" : "s"} · ${scale}s · ${result.reps.toLocaleString()} bootstrap draws${result.cached ? " · from the cache" : ""}`
     : "No runs with a score to aggregate.";
   drawTable(result);
-  drawProfiles(result, scale);
-  drawEfficiency(result, scale);
+  charts.hidden = !groups.length;  // no scores: no empty axes
+  if (groups.length) {
+    drawProfiles(result, scale);
+    drawEfficiency(result, scale);
+  }
   section.dataset.ready = "1";  // browser tests wait for this
 }
 

@@ -159,3 +159,41 @@ def test_the_compare_data_of_pong_dqn_runs_carries_dopamines_curve_cut_at_their_
     [curve] = data["baseline_curves"]
     assert curve["label"] == "Dopamine dqn" and curve["steps"] == [0, 2_500_000, 3_000_000]
     assert [band["label"] for band in data["baselines"]] == ["RL Zoo DQN"]
+
+
+def test_runs_logged_from_scripts_are_scored_by_their_training_episodes_return_by_default(owner, owner_client):
+    """A CleanRL-style script logs `charts/episodic_return` and no evaluation: its runs get statistics without asking,
+    the score being the training episodes' return, as the page's choice says."""
+    from tests.web.test_logged_runs import Api, point
+
+    api, finals = Api(owner), {"ppo-script": [400.0, 450.0], "dqn-script": [150.0, 200.0]}
+    runs = []
+    for name, returns in finals.items():
+        for seed, final in enumerate(returns):
+            run_id = api.create(experiment=name, config={"env_id": "CartPole-v1", "seed": seed})
+            api.points(run_id, [point(1, **{"charts/episodic_return": 20.0, "losses/value_loss": 0.5}),
+                                point(2, **{"charts/episodic_return": final})])
+            runs.append(Run.objects.get(pk=run_id))
+    page = owner_client.get(PAGE, {"runs": ",".join(str(run.pk) for run in runs)}).content.decode()
+    assert '<option value="rollout/episode_return" selected>training episode return</option>' in page
+    result = finished(owner_client, query(runs, by="experiment"))
+    assert result["options"]["metric"] == compare_stats.EPISODE_RETURN and result["normalised"]
+    expected = aggregates.aggregate_scores(
+        {name: np.array([[normalise.normalise("CartPole-v1", final)] for final in returns])
+         for name, returns in finals.items()}, reps=compare_stats.REPS)
+    assert [group.split(" #")[0] for group in result["groups"]] == list(finals)  # "name #id"
+    for group in result["groups"]:
+        assert result["aggregates"][group]["mean"] == pytest.approx(list(expected[group.split(" #")[0]]["mean"]))
+    asked = finished(owner_client, query(runs, metric="eval/return_mean"))  # asked for: none has one, said so
+    assert asked["groups"] == [] and asked["notes"] == [
+        f"Runs with no evaluation return yet: {', '.join(f'#{run.pk}' for run in runs)}."]
+
+
+def test_runs_trained_here_keep_the_evaluation_return_by_default_beside_logged_ones(owner, owner_client, suite):
+    from tests.web.test_logged_runs import Api
+
+    logged = Run.objects.get(pk=Api(owner).create(experiment="script", config={"env_id": "CartPole-v1"}))
+    assert compare_stats.default_metric(suite + [logged]) == compare_stats.EVAL_RETURN
+    assert compare_stats.default_metric([logged]) == compare_stats.EPISODE_RETURN
+    page = owner_client.get(PAGE, {"runs": ",".join(str(run.pk) for run in suite)}).content.decode()
+    assert '<option value="eval/return_mean" selected>evaluation return</option>' in page
