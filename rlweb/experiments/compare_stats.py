@@ -41,9 +41,6 @@ RESULT_SECONDS = 7 * 24 * 3600  # a computed result is kept this long (a new eve
 PENDING_SECONDS = 120  # a computation not finished by then is started again by the next request
 EVAL_RETURN, EPISODE_RETURN = "eval/return_mean", "rollout/episode_return"
 METRICS = {EVAL_RETURN: "evaluation return", EPISODE_RETURN: "training episode return"}
-# The series holding one value per finished training episode: rlweb's own, or a CleanRL-style script's logged through
-# rlweb_client or imported from TensorBoard (the run page counts episodes by the same keys: lib/episodes.js).
-EPISODE_RETURN_KEYS = (EPISODE_RETURN, "charts/episodic_return")
 COUNTS = {"final": "final", "best": "best", "last": "mean of the last N"}
 MAX_LAST = 1000
 GROUPINGS = {"algorithm": "algorithm", "experiment": "experiment", "tag": "tag"}
@@ -111,8 +108,9 @@ def run_score(run: Run, series: dict | None, options: StatsOptions) -> float | N
 
 
 def score_series(series: dict[str, dict], metric: str) -> dict | None:
-    """A run's series of the metric: for the training episode return, the first of EPISODE_RETURN_KEYS it has."""
-    keys = EPISODE_RETURN_KEYS if metric == EPISODE_RETURN else (metric,)
+    """A run's series of the metric: for the training episode return, the first of its keys the run has (a logged
+    script's `charts/episodic_return`)."""
+    keys = history.EPISODE_RETURN_KEYS if metric == EPISODE_RETURN else (metric,)
     return next((series[key] for key in keys if key in series), None)
 
 

@@ -31,6 +31,9 @@ EVENT_KINDS = ("started", "resumed", "episode", "train", "eval", "time", "checkp
 LOG_KINDS = ("started", "resumed", "checkpoint", "video", "eval", "hyperparameters", "finished", "failed")
 MAX_BUCKETS = 512  # per metric: between 256 and 512 buckets once it has more values, two points each
 LOG_LENGTH = 200  # the latest log events the page starts with
+# The metrics holding one value per finished training episode: rlweb's own, or a CleanRL-style script's logged through
+# rlweb_client or imported from TensorBoard (the run page's script knows the same keys: lib/episodes.js).
+EPISODE_RETURN_KEYS = ("rollout/episode_return", "charts/episodic_return")
 PAGE_SIZE = 5_000  # raw events per page of `events`
 
 
@@ -243,6 +246,17 @@ def change_marks(run: Run, through_seq: int) -> list[dict]:
     return [event.as_dict() for event in rows if "error" not in event.values]
 
 
+def last_episode_return(run: Run, through_seq: int) -> float | None:
+    """The return of the run's latest training episode up to `through_seq`, exact (the summary keeps each bucket's
+    smallest and largest value, not its last), or None before its first."""
+    for key in EPISODE_RETURN_KEYS:
+        values = Event.objects.filter(run=run, kind__in=METRIC_KINDS, seq__lte=through_seq, values__has_key=key) \
+            .order_by("-seq").values_list("values", flat=True).first()
+        if values is not None and is_number(values[key]):
+            return values[key]
+    return None
+
+
 def run_summary(run: Run) -> dict:
     return {"id": run.pk, "status": run.status, "steps_done": run.steps_done, "total_steps": run.total_steps,
             "finished": run.is_finished, "error": run.error}
@@ -266,6 +280,7 @@ def history(run: Run) -> dict:
     last_seq = last_stored_seq(run)
     return {"run": run_summary(run), "last_seq": last_seq, "metrics": metric_series(run),
             "log": log_events(run, last_seq), "changes": change_marks(run, last_seq),
+            "last_episode_return": last_episode_return(run, last_seq),
             "checkpoints": checkpoint_list(run), "videos": video_list(run)}
 
 

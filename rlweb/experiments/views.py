@@ -146,10 +146,11 @@ def experiment_delete(request, experiment_id: int):
 
 def experiment_detail(request, experiment_id: int):
     experiment = owned_experiment(request, experiment_id)
-    runs = list(experiment.runs.all())
+    runs = list(experiment.runs.select_related("logged") if experiment.is_logged else experiment.runs.all())
     movable = access.can_move(request.user, experiment)
     return render(request, "experiments/experiment_detail.html", {
         "experiment": experiment, "runs": runs, "active_count": sum(run.is_active for run in runs),
+        "logged_config": logged_runs.shared_config(runs) if experiment.is_logged else None,
         "can_edit": access.can_edit(request.user, experiment),
         "projects": access.editable_projects(request.user) if movable else None})
 

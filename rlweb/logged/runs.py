@@ -99,6 +99,16 @@ def create(user, experiment: str, config: dict, name: str = "", host: str = "", 
     return run
 
 
+def shared_config(runs: list[Run]) -> list[tuple[str, object, bool]]:
+    """A logged experiment's config as its runs' scripts sent it: (name, value, whether every run sent that value),
+    sorted by name; a name some runs lack counts as differing."""
+    configs = [run.logged.config for run in runs if hasattr(run, "logged")]
+    names = sorted({name for config in configs for name in config})
+    missing = object()
+    return [(name, configs[0].get(name), all(config.get(name, missing) == configs[0].get(name, missing)
+                                              for config in configs)) for name in names]
+
+
 def project_to_log_into(user, project_id: int | None):
     """The project of that id that `user` may log runs into, or None for none asked."""
     if project_id is None:

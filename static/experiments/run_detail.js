@@ -39,7 +39,7 @@ async function start() {
   }
   const history = await response.json();
   loadSeries(history.metrics);
-  loadNumbers(history.metrics);
+  loadNumbers(history.metrics, history.last_episode_return);
   loadMarks(history.changes);
   history.log.forEach(addLogLine);
   history.log.forEach(showNumbers);

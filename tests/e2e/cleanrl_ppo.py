@@ -6,7 +6,8 @@ Written for tests/e2e/test_client_logging.py, which runs it in a subprocess agai
 
 It prints the run's page first; with --wait-for-page it waits for a line on stdin before training. --seconds paces
 the updates so the run lasts at least that long (the browser test watches the curve grow). At the end it writes
-logged.json: the steps of every return it logged and how many loss points, to compare with what the page drew.
+logged.json: the steps and values of every return it logged and how many loss points, to compare with what the page
+drew.
 """
 
 import argparse
@@ -76,7 +77,7 @@ rewards = torch.zeros((args.num_steps, args.num_envs))
 dones = torch.zeros((args.num_steps, args.num_envs))
 values = torch.zeros((args.num_steps, args.num_envs))
 
-logged = {"returns": [], "losses": 0}
+logged = {"returns": [], "return_values": [], "losses": 0}
 global_step, started = 0, time.monotonic()
 next_obs = torch.tensor(envs.reset(seed=args.seed)[0], dtype=torch.float32)
 next_done = torch.zeros(args.num_envs)
@@ -95,9 +96,11 @@ for update in range(num_updates):
         next_obs = torch.tensor(obs, dtype=torch.float32)
         next_done = torch.tensor(np.logical_or(terminated, truncated), dtype=torch.float32)
         for index in np.flatnonzero(infos.get("_episode", [])):
-            run.log({"charts/episodic_return": float(infos["episode"]["r"][index]),
+            episodic_return = float(infos["episode"]["r"][index])
+            run.log({"charts/episodic_return": episodic_return,
                      "charts/episodic_length": int(infos["episode"]["l"][index])}, step=global_step)
             logged["returns"].append(global_step)
+            logged["return_values"].append(episodic_return)
 
     with torch.no_grad():  # generalized advantage estimation, bootstrapped from the value of the next observation
         next_value = critic(next_obs).flatten()

@@ -105,8 +105,14 @@ def test_a_scripts_curve_is_drawn_live_while_it_logs_through_the_client_and_thro
     assert steps == logged["returns"]
     assert page.locator("[data-metric='losses/value_loss'] .chart-note").text_content() == f"{logged['losses']} points"
     assert page.text_content("#episode-count") == str(len(logged["returns"]))  # counted live by charts/episodic_return
+    assert page.text_content("#last-episode-return") == f"{logged['return_values'][-1]:.1f}"
+    assert page.text_content("#best-episode-return") == f"{max(logged['return_values']):.1f}"
     page.wait_for_function("document.getElementById('run-status').textContent.trim() === 'succeeded'",
                            timeout=20_000)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "logged-run.png"), full_page=False)
+    page.reload()  # the same numbers from the history: the latest exact, though the summary keeps extremes only
+    page.wait_for_function("document.getElementById('run-page').dataset.ready === '1'")
+    assert page.text_content("#last-episode-return") == f"{logged['return_values'][-1]:.1f}"
+    assert page.text_content("#best-episode-return") == f"{max(logged['return_values']):.1f}"
     assert not errors, errors

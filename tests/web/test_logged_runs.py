@@ -283,6 +283,28 @@ def test_the_run_page_shows_where_a_logged_run_came_from_and_offers_no_trainer_a
     assert 'id="clone-link"' not in experiment_page.content.decode()
 
 
+def test_a_logged_runs_pages_show_its_scripts_config_and_episode_returns_not_the_trainers_settings(api, owner_client):
+    first = api.create(config={**INIT["config"], "seed": 1})
+    second = api.create(config={**INIT["config"], "seed": 2, "clip_coef": 0.1})
+    api.points(first, [point(1, **{"charts/episodic_return": 5.0}), point(2, **{"charts/episodic_return": 9.0}),
+                       point(3, **{"charts/episodic_return": 2.0, "losses/value_loss": 0.1}),
+                       point(4, **{"losses/value_loss": 0.2})])
+    history = owner_client.get(reverse("run-history", args=[first])).json()
+    assert history["last_episode_return"] == 2.0 and max(history["metrics"]["charts/episodic_return"]["value"]) == 9.0
+    text = owner_client.get(reverse("run-detail", args=[first])).content.decode()
+    assert 'id="last-episode-return"' in text and 'id="best-episode-return"' in text and 'id="eval-return"' not in text
+    config = text[text.index('id="run-config"'):text.index('id="run-hyperparameters"')]
+    assert "<dt>Host</dt><dd>lab-gpu-3</dd>" in config
+    assert "Eval interval" not in config and "Device asked for" not in config and "<dt>Algorithm</dt>" not in config
+    experiment = Run.objects.get(pk=first).experiment_id
+    page = owner_client.get(reverse("experiment-detail", args=[experiment])).content.decode()
+    card = page[page.index('id="logged-config"'):]
+    assert "<dt>learning_rate</dt><dd><code>0.00025</code></dd>" in card
+    assert '<dt>seed</dt><dd><span class="muted">differs between runs</span></dd>' in card
+    assert '<dt>clip_coef</dt><dd><span class="muted">differs between runs</span></dd>' in card  # one run lacks it
+    assert "eval_interval" not in page and "Eval return" not in page and "(logged)" not in page
+
+
 def test_the_compare_page_draws_a_logged_run_beside_a_trained_one(api, owner_client, make_experiment):
     run_id = api.create()
     api.points(run_id, [point(seq, **{"rollout/episode_return": float(seq)}) for seq in (1, 2)])

@@ -14,3 +14,17 @@ export function endsAnEpisode(event) {
   const values = event.values || {};
   return EPISODE_RETURN_KEYS.some((name) => typeof values[name] === "number");
 }
+
+// The return of the episode a live event ends (the first key present), or null.
+export function episodeReturn(event) {
+  const values = event.values || {};
+  const key = EPISODE_RETURN_KEYS.find((name) => typeof values[name] === "number");
+  return key ? values[key] : null;
+}
+
+// The best episode return in the history's downsampled series: exact, as every bucket keeps its largest value.
+export function bestEpisodeReturnInHistory(metrics) {
+  const key = EPISODE_RETURN_KEYS.find((name) => metrics[name]);
+  const values = key ? metrics[key].value.filter((value) => typeof value === "number") : [];
+  return values.length ? Math.max(...values) : null;
+}

@@ -1,7 +1,7 @@
 // The run page beside its charts: status, progress, the numbers at the top, the checkpoints, the videos and the
 // log, from the history and then from live events (run/live.js); and what a click on a chart points at.
 import {durationClock, durationText} from "../lib/duration.js";
-import {episodesInHistory} from "../lib/episodes.js";
+import {bestEpisodeReturnInHistory, episodeReturn, episodesInHistory} from "../lib/episodes.js";
 import {drawnNow} from "../drawn_now.js";
 
 const page = document.getElementById("run-page");
@@ -22,14 +22,19 @@ let stopDurationClock = null;  // while the run runs, "running for ..." counts o
 let stepsDone = Number(progress.value);
 let episodeCount = 0;
 let bestEval = null;
+let lastEpisode = null;  // a logged run's page shows its training episodes' returns instead of evaluations'
+let bestEpisode = null;
 
 function isNumber(value) {
   return typeof value === "number" && Number.isFinite(value);
 }
 
-// The numbers the history's series give: the episodes so far, the best evaluation, the latest speed.
-export function loadNumbers(metrics) {
+// The numbers the history gives: the episodes so far, the best evaluation (or the latest and best episode
+// returns), the latest speed.
+export function loadNumbers(metrics, lastEpisodeReturn = null) {
   episodeCount = episodesInHistory(metrics);
+  lastEpisode = lastEpisodeReturn;
+  bestEpisode = bestEpisodeReturnInHistory(metrics);
   const evals = metrics["eval/return_mean"];
   if (evals && evals.value.length) bestEval = Math.max(...evals.value);
   const speed = metrics["time/steps_per_second"];
@@ -38,8 +43,10 @@ export function loadNumbers(metrics) {
   }
 }
 
-export function countEpisode() {
+export function countEpisode(event) {
   episodeCount += 1;
+  lastEpisode = episodeReturn(event);
+  bestEpisode = bestEpisode === null ? lastEpisode : Math.max(bestEpisode, lastEpisode);
 }
 
 export function changeText(values) {
@@ -117,13 +124,20 @@ export function showNumbers(event) {
   const values = event.values;
   if (event.kind === "eval" && isNumber(values["eval/return_mean"])) {
     const spread = isNumber(values["eval/return_std"]) ? ` ± ${values["eval/return_std"].toFixed(1)}` : "";
-    document.getElementById("eval-return").textContent = values["eval/return_mean"].toFixed(1) + spread;
+    const evalReturn = document.getElementById("eval-return");  // a logged run's page has none
+    if (evalReturn) evalReturn.textContent = values["eval/return_mean"].toFixed(1) + spread;
     bestEval = bestEval === null ? values["eval/return_mean"] : Math.max(bestEval, values["eval/return_mean"]);
   }
   if (event.kind === "time" && isNumber(values["time/steps_per_second"])) {
     document.getElementById("steps-per-second").textContent = Math.round(values["time/steps_per_second"]);
   }
-  if (bestEval !== null) document.getElementById("best-eval-return").textContent = bestEval.toFixed(1);
+  if (bestEval !== null && document.getElementById("best-eval-return")) {
+    document.getElementById("best-eval-return").textContent = bestEval.toFixed(1);
+  }
+  if (document.getElementById("last-episode-return")) {
+    document.getElementById("last-episode-return").textContent = isNumber(lastEpisode) ? lastEpisode.toFixed(1) : "–";
+    document.getElementById("best-episode-return").textContent = isNumber(bestEpisode) ? bestEpisode.toFixed(1) : "–";
+  }
   document.getElementById("episode-count").textContent = episodeCount || "–";
 }
 
@@ -221,7 +235,8 @@ function logText(event) {
     case "checkpoint":
       return values.error ? `checkpoint ${values.tag || ""}: ${values.error}` : `checkpoint saved: ${values.tag}`;
     case "video":
-      return values.error ? values.error : `video recorded: return ${isNumber(values.episode_return) ? values.episode_return.toFixed(1) : "?"}`;
+      return values.error ? values.error
+        : `video recorded${isNumber(values.episode_return) ? `: return ${values.episode_return.toFixed(1)}` : ""}`;
     case "eval":
       return `evaluation: return ${isNumber(values["eval/return_mean"]) ? values["eval/return_mean"].toFixed(2) : "?"}` +
         (isNumber(values["eval/return_std"]) ? ` ± ${values["eval/return_std"].toFixed(2)}` : "");

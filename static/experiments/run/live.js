@@ -24,11 +24,12 @@ function apply(events) {
   for (const event of events) {
     setProgress(event.step);
     if (metricKinds.includes(event.kind)) addPoints(event, changed);
-    if (metricKinds.includes(event.kind) && endsAnEpisode(event)) countEpisode();
+    if (metricKinds.includes(event.kind) && endsAnEpisode(event)) countEpisode(event);
     if (logKinds.includes(event.kind)) addLogLine(event);
     if (event.kind === "started") {
       setStatus("running");
-      if (event.values.device) document.getElementById("device-used").textContent = event.values.device;
+      const deviceUsed = document.getElementById("device-used");  // a logged run's page has none
+      if (event.values.device && deviceUsed) deviceUsed.textContent = event.values.device;
     }
     if (event.kind === "started" || event.kind === "resumed") refreshEnvironment();
     else if (event.kind === "checkpoint") addCheckpoint(event.values);
