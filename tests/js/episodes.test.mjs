@@ -2,7 +2,8 @@
 import assert from "node:assert/strict";
 import {test} from "node:test";
 
-import {bestEpisodeReturnInHistory, endsAnEpisode, episodeReturn, episodesInHistory} from "../../static/experiments/lib/episodes.js";
+import {bestEpisodeReturnInHistory, endsAnEpisode, episodeReturn, episodesInHistory}
+  from "../../static/experiments/lib/episodes.js";
 
 test("the history's episodes are the values summarised of rlweb's or CleanRL's episode return", () => {
   assert.equal(episodesInHistory({"rollout/episode_return": {count: 42}, "train/loss": {count: 900}}), 42);
