@@ -87,7 +87,7 @@ def parse_ids(values: list[str]) -> list[int]:
 
 def runs_visible_to(user):
     """The runs `user` may compare: those of the experiments they see (their own and their projects')."""
-    return Run.objects.filter(access.visible(user, "experiment__")).select_related("experiment")
+    return Run.objects.filter(access.visible(user, "experiment__")).select_related("experiment", "logged")
 
 
 def select_runs(user, run_ids: list[int]) -> tuple[list[Run], int]:
@@ -137,8 +137,12 @@ def run_info(run: Run) -> dict:
 
 def settings_of(run: Run) -> dict:
     """Everything that sets a run up: algorithm, environment, seed, budget, the preset its hyperparameters
-    started from, and the hyperparameters."""
+    started from, and the hyperparameters; for a run logged from a script, what its own script's config said."""
     experiment = run.experiment
+    if experiment.is_logged:  # its experiment holds its first run's config; the trainer's settings are not its
+        config = run.logged.config if hasattr(run, "logged") else {}
+        return {"algorithm": experiment.algorithm, "env_id": experiment.env_id, "seed": run.seed,
+                "total_steps": run.total_steps, **config}
     return {"algorithm": experiment.algorithm, "env_id": experiment.env_id, "preset": experiment.preset or "none",
             "seed": run.seed,
             "total_steps": experiment.total_steps, "eval_interval": experiment.eval_interval,

@@ -321,6 +321,18 @@ def test_the_compare_page_draws_a_logged_run_beside_a_trained_one(api, owner_cli
     assert metric["runs"][str(run_id)]["value"] == [1.0, 2.0]
 
 
+def test_the_compare_page_diffs_the_configs_logged_runs_sent_not_their_first_runs(api, owner_client):
+    first = api.create(config={**INIT["config"], "seed": 1})
+    second = api.create(config={**INIT["config"], "seed": 2, "learning_rate": 0.001})
+    response = owner_client.get(reverse("compare"), {"runs": f"{first},{second}"})
+    rows = {row["name"]: row for row in response.context["hyperparameters"]}
+    assert rows["learning_rate"]["values"] == [0.00025, 0.001] and rows["learning_rate"]["differs"]
+    assert rows["seed"]["values"] == [1, 2] and not rows["total_timesteps"]["differs"]
+    assert "eval_interval" not in rows and "device" not in rows  # the trainer's settings are not a script's
+    grouped = owner_client.get(reverse("compare-data"), {"runs": f"{first},{second}", "group": "hp:learning_rate"})
+    assert grouped.status_code == 200, grouped.content
+
+
 def test_cancel_on_its_page_ends_a_logged_run_and_its_script_hears_409(api, owner_client):
     run_id = api.create()
     owner_client.post(reverse("run-cancel", args=[run_id]))
