@@ -1,6 +1,7 @@
 """`python -m rlweb_client import-tensorboard DIR --experiment NAME`: send a TensorBoard log folder to the site,
-zipped (its event files and folders, nothing else), as a finished run of the logged experiment NAME; the server
-reads the scalars (rlweb/logged/tensorboard.py). Standard library only."""
+zipped (its event files and folders, nothing else), as finished runs of the logged experiment NAME, one per folder
+holding event files (a `runs/` folder of several runs makes several); the server reads the scalars
+(rlweb/logged/tensorboard.py). Standard library only."""
 
 from __future__ import annotations
 
@@ -48,16 +49,23 @@ def import_folder(folder: Path, experiment: str, name: Optional[str], url: Optio
         except (Refused, Unreachable) as error:
             print(f"{folder}: not imported: {error}")
             return 1
-    print(f"{folder}: imported as run {answer['id']}: {answer.get('url', '')}")
+    made = answer.get("runs") or [{"id": answer["id"], "name": ".", "url": answer.get("url", "")}]  # older sites
+    if len(made) == 1:
+        print(f"{folder}: imported as run {made[0]['id']}: {made[0]['url']}")
+    else:
+        print(f"{folder}: imported {len(made)} runs, one per folder of event files:")
+        for run in made:
+            print(f"  {run['name']}: run {run['id']}: {run['url']}")
     return 0
 
 
 def add_command(commands) -> None:
-    command = commands.add_parser("import-tensorboard", help="import a TensorBoard log folder as a finished run",
-                                  description="Send the TensorBoard event files under FOLDER as a finished run of "
-                                              "the logged experiment NAME.")
-    command.add_argument("folder", type=Path, help="the log folder, e.g. ./runs/ppo_1")
+    command = commands.add_parser("import-tensorboard", help="import a TensorBoard log folder as finished runs",
+                                  description="Send the TensorBoard event files under FOLDER as finished runs of "
+                                              "the logged experiment NAME, one per folder holding event files.")
+    command.add_argument("folder", type=Path, help="the log folder, e.g. ./runs/ppo_1, or ./runs for every run in it")
     command.add_argument("--experiment", required=True, help="the experiment's name (made on first use)")
-    command.add_argument("--name", help="the run's label (default: the archive's name)")
+    command.add_argument("--name", help="the run's label (default: the folder's name; with several runs, each is "
+                                        "NAME/its folder)")
     command.add_argument("--url", default=os.environ.get("RLWEB_URL"), help="the rlweb site (default: $RLWEB_URL)")
     command.add_argument("--token", default=os.environ.get("RLWEB_TOKEN"), help="an API token (default: $RLWEB_TOKEN)")

@@ -193,21 +193,37 @@ def archive_bound(run):
     return bounded
 
 
-@router.post("/import-tensorboard", response={201: Created})
+class ImportedRun(Schema):
+    id: int
+    name: str = Field(description="Its folder's path in the archive (the name given, for a folder of one run).")
+    url: str
+
+
+class Imported(Created):
+    runs: list[ImportedRun] = Field(description="Every run made, one per folder holding event files; `id` and `url` "
+                                                "above are the first's.")
+
+
+@router.post("/import-tensorboard", response={201: Imported})
 @decorate_view(archive_bound)
 def import_tensorboard(request, experiment: str = Form(..., min_length=1, max_length=200),
                        name: str = Form("", max_length=200), file: UploadedFile = File(...)):
-    """A finished run of the logged experiment `experiment` holding the scalars of a TensorBoard log folder, sent
-    as a .zip or .tar.gz (`python -m rlweb_client import-tensorboard DIR` makes and sends one): each tag a metric,
-    each step a point. 413 past RLWEB_TENSORBOARD_IMPORT_MAX_MB (the archive, or unpacked); 400 for a member
-    outside the folder (absolute, `..`), a link, or no scalars."""
+    """Finished runs of the logged experiment `experiment` holding the scalars of a TensorBoard log folder, sent as a
+    .zip or .tar.gz (`python -m rlweb_client import-tensorboard DIR` makes and sends one): as in TensorBoard, each
+    folder holding event files is a run (a `runs/` folder of several makes several), each tag a metric, each step a
+    point. 413 past RLWEB_TENSORBOARD_IMPORT_MAX_MB (the archive, or unpacked); 400 for a member outside the folder
+    (absolute, `..`), a link, or no scalars."""
     try:
-        run = tensorboard.import_archive(request.user, experiment, file, name=name)
+        made = tensorboard.import_archive(request.user, experiment, file, name=name)
     except runs.Refused as error:
         raise refused(error) from None
-    return Status(201, {"id": run.pk, "experiment_id": run.experiment_id, "next_seq": run.logged.stored_through + 1,
-                        "url": request.build_absolute_uri(run.get_absolute_url()),
-                        "points_max_bytes": points_max_bytes()})
+    first = made[0]
+    return Status(201, {"id": first.pk, "experiment_id": first.experiment_id,
+                        "next_seq": first.logged.stored_through + 1,
+                        "url": request.build_absolute_uri(first.get_absolute_url()),
+                        "points_max_bytes": points_max_bytes(),
+                        "runs": [{"id": run.pk, "name": run.logged.name,
+                                  "url": request.build_absolute_uri(run.get_absolute_url())} for run in made]})
 
 
 @router.get("/{run_id}", response=LoggedRunOut)

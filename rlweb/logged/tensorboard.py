@@ -4,9 +4,10 @@ or .tar.gz archive, unpacked here into a temporary folder and read with TensorBo
 
 Unpacking is bounded and safe: a member with an absolute path or `..`, a link or a device, more than MAX_MEMBERS
 members, or more than `settings.TENSORBOARD_IMPORT_MAX_MB` in all (the archive itself, and its members unpacked)
-is refused before anything is stored. Each scalar becomes a value of the point at its step: the tag is the metric
-name (prefixed with its folder when the archive holds several runs' folders), the time is seconds since the first
-scalar's wall time. Characters a metric name may not hold become `_`.
+is refused before anything is stored. As in TensorBoard, each folder holding event files is a run: an archive of a
+`runs/` folder with one subfolder per run (CleanRL's, SB3's, Lightning's) makes one run each, named by its folder.
+Each scalar becomes a value of the point at its step: the tag is the metric name, the time is seconds since the
+run's first scalar's wall time. Characters a metric name may not hold become `_`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rlweb.logged.runs import Refused
 MAX_MEMBERS = 10_000
 EVENT_FILE = "events.out.tfevents"
 NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_./ -]")
+ARCHIVE_SUFFIX = re.compile(r"\.(zip|tar\.gz|tgz|tar)$", re.IGNORECASE)  # "ppo_1.zip" names its run "ppo_1"
 
 
 def max_bytes() -> int:
@@ -39,22 +41,28 @@ def too_large(what: str, size: int) -> Refused:
                         f"{storage_use.describe(max_bytes())} (RLWEB_TENSORBOARD_IMPORT_MAX_MB).")
 
 
-def import_archive(user, experiment: str, upload, name: str = "") -> Run:
-    """A finished logged run of `user`'s experiment `experiment` holding the scalars of the TensorBoard folder in
-    `upload` (a Django UploadedFile of a .zip or .tar.gz). Refused (400, 413) with why, storing nothing."""
+def import_archive(user, experiment: str, upload, name: str = "") -> list[Run]:
+    """Finished logged runs of `user`'s experiment `experiment`, one per folder holding event files in `upload` (a
+    Django UploadedFile of a .zip or .tar.gz), with their scalars; in the archive's order of folders. Refused (400,
+    413) with why, storing nothing: every folder is read before the first run is made."""
     if upload.size > max_bytes():
         raise too_large("The archive", upload.size)
     with tempfile.TemporaryDirectory(prefix="rlweb-tensorboard-") as folder:
         unpack(upload, Path(folder))
-        points = read_points(Path(folder))
-    if not points:
+        found = read_runs(Path(folder))
+    if not found:
         raise Refused(400, "The archive holds no TensorBoard scalars (no events.out.tfevents file with a scalar).")
-    run = runs.create(user, experiment, {}, name=name or getattr(upload, "name", "")[:200],
-                      command="imported from a TensorBoard log folder")
-    for start in range(0, len(points), runs.MAX_POINTS):
-        runs.add_points(run, points[start:start + runs.MAX_POINTS])
-    runs.finish(run, Run.Status.SUCCEEDED, last_seq=len(points), reason="imported from TensorBoard")
-    return run
+    label = name or ARCHIVE_SUFFIX.sub("", getattr(upload, "name", "") or "")
+    made = []
+    for where, points in found:
+        run_name = label if len(found) == 1 else f"{name}/{where}" if name else where
+        run = runs.create(user, experiment, {}, name=run_name[:200],
+                          command="imported from a TensorBoard log folder" + ("" if where == "." else f": {where}"))
+        for start in range(0, len(points), runs.MAX_POINTS):
+            runs.add_points(run, points[start:start + runs.MAX_POINTS])
+        runs.finish(run, Run.Status.SUCCEEDED, last_seq=len(points), reason="imported from TensorBoard")
+        made.append(run)
+    return made
 
 
 # --- unpacking ---------------------------------------------------------------------------------------------
@@ -127,27 +135,32 @@ def check_count(count: int) -> None:
 
 # --- reading -----------------------------------------------------------------------------------------------
 
-def read_points(folder: Path) -> list[dict]:
-    """The scalars of every folder holding event files under `folder`, as logged-run points (seq 1, 2, ...): one
-    per step, with every tag's value at that step."""
+def read_runs(folder: Path) -> list[tuple[str, list[dict]]]:
+    """Every folder under `folder` holding event files with scalars, as (its path from their common parent, "." when
+    there is one, and its points), sorted by path."""
+    run_folders = sorted({path.parent for path in folder.rglob(f"{EVENT_FILE}*") if path.is_file()})
+    common = Path(os.path.commonpath(run_folders)) if run_folders else folder
+    found = [(run_folder.relative_to(common).as_posix(), read_points(run_folder)) for run_folder in run_folders]
+    return [(where, points) for where, points in found if points]
+
+
+def read_points(run_folder: Path) -> list[dict]:
+    """The scalars of the event files in `run_folder` (one TensorBoard run), as logged-run points (seq 1, 2, ...):
+    one per step, with every tag's value at that step."""
     # TensorBoard's reader: about 1 s of CPU, imported by the import only, not at every web process's start
     from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
-    runs_folders = sorted({path.parent for path in folder.rglob(f"{EVENT_FILE}*") if path.is_file()})
-    common = Path(os.path.commonpath(runs_folders)) if runs_folders else folder
     by_step: dict[int, dict] = {}
     first_time = None
-    for run_folder in runs_folders:
-        prefix = run_folder.relative_to(common).as_posix() if len(runs_folders) > 1 else "."
-        reader = EventAccumulator(str(run_folder), size_guidance={SCALARS: 0})  # 0: every scalar, none sampled
-        reader.Reload()
-        for tag in reader.Tags()[SCALARS]:
-            metric = metric_name(tag if prefix == "." else f"{prefix}/{tag}")
-            for scalar in reader.Scalars(tag):
-                point = by_step.setdefault(scalar.step, {"wall_time": scalar.wall_time, "values": {}})
-                point["wall_time"] = min(point["wall_time"], scalar.wall_time)
-                point["values"][metric] = scalar.value
-                first_time = scalar.wall_time if first_time is None else min(first_time, scalar.wall_time)
+    reader = EventAccumulator(str(run_folder), size_guidance={SCALARS: 0})  # 0: every scalar, none sampled
+    reader.Reload()
+    for tag in reader.Tags()[SCALARS]:
+        metric = metric_name(tag)
+        for scalar in reader.Scalars(tag):
+            point = by_step.setdefault(scalar.step, {"wall_time": scalar.wall_time, "values": {}})
+            point["wall_time"] = min(point["wall_time"], scalar.wall_time)
+            point["values"][metric] = scalar.value
+            first_time = scalar.wall_time if first_time is None else min(first_time, scalar.wall_time)
     return [{"seq": seq, "step": step, "time": max(0.0, by_step[step]["wall_time"] - first_time),
              "values": by_step[step]["values"]} for seq, step in enumerate(sorted(by_step), start=1)]
 

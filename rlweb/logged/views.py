@@ -1,5 +1,5 @@
-"""The page that imports a TensorBoard log folder as a finished logged run (rlweb/logged/tensorboard.py); the
-API and `python -m rlweb_client import-tensorboard` do the same from code."""
+"""The page that imports a TensorBoard log folder as finished logged runs, one per folder of event files
+(rlweb/logged/tensorboard.py); the API and `python -m rlweb_client import-tensorboard` do the same from code."""
 
 from __future__ import annotations
 
@@ -17,13 +17,17 @@ def import_tensorboard(request):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            run = tensorboard.import_archive(request.user, data["experiment"], data["archive"], name=data["name"])
+            made = tensorboard.import_archive(request.user, data["experiment"], data["archive"], name=data["name"])
         except Refused as error:
             form.add_error("archive", error.detail)
             status = error.status
         else:
-            messages.success(request, f"Imported: {run.steps_done:,} steps of TensorBoard scalars.")
-            return redirect(run)
+            if len(made) == 1:
+                messages.success(request, f"Imported: {made[0].steps_done:,} steps of TensorBoard scalars.")
+                return redirect(made[0])
+            messages.success(request, f"Imported {len(made)} runs, one per folder of event files: "
+                                      f"{', '.join(run.logged.name for run in made)}.")
+            return redirect(made[0].experiment)
     elif request.method == "POST":
         status = 400
     return render(request, "logged/import_tensorboard.html",

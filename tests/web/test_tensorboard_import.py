@@ -27,15 +27,15 @@ CLIENT = Path(__file__).resolve().parents[2] / "client"
 METRIC_KINDS = ("train", "episode", "eval")
 
 
-def write_log(folder: Path) -> dict[tuple[str, int], float]:
-    """Two tags over 50 steps (one of them every 10 steps), as a training script writes them; returns what the
-    event files hold: {(tag, step): value} (TensorBoard keeps float32)."""
+def write_log(folder: Path, start: float = 0.0) -> dict[tuple[str, int], float]:
+    """Two tags over 50 steps (one of them every 10 steps), as a training script writes them, the returns from
+    `start`; returns what the event files hold: {(tag, step): value} (TensorBoard keeps float32)."""
     source = {}
     with SummaryWriter(str(folder)) as writer:
         for step in range(50):
-            writer.add_scalar("charts/episodic_return", 3.7 * step - 0.01 * step ** 2, step)
+            writer.add_scalar("charts/episodic_return", start + 3.7 * step - 0.01 * step ** 2, step)
             writer.add_scalar("losses/value_loss", 1.0 / (step + 1), step * 10)
-            source[("charts/episodic_return", step)] = float(np.float32(3.7 * step - 0.01 * step ** 2))
+            source[("charts/episodic_return", step)] = float(np.float32(start + 3.7 * step - 0.01 * step ** 2))
             source[("losses/value_loss", step * 10)] = float(np.float32(1.0 / (step + 1)))
     return source
 
@@ -74,6 +74,27 @@ def test_a_folder_imported_through_the_api_is_a_finished_run_whose_points_equal_
     times = list(Event.objects.filter(run=run, kind__in=METRIC_KINDS).order_by("seq").values_list("time", flat=True))
     assert min(times) == 0.0 and max(times) < 60  # seconds since the first scalar
     assert run.steps_done == 490
+
+
+def test_a_runs_folder_of_several_runs_makes_one_run_each_named_by_its_folder(api, owner_client, tmp_path):
+    sources = {name: write_log(tmp_path / "runs" / name, start) for name, start in (("ppo_1", 0.0), ("ppo_2", 100.0))}
+    answer = upload(api, zipped(tmp_path / "runs"), name="runs.zip")
+    assert answer.status_code == 201, answer.content
+    made = answer.json()["runs"]
+    assert [run["name"] for run in made] == ["ppo_1", "ppo_2"] and answer.json()["id"] == made[0]["id"]
+    runs = [Run.objects.select_related("experiment", "logged").get(pk=run["id"]) for run in made]
+    assert len({run.experiment_id for run in runs}) == 1 and [run.seed for run in runs] == [0, 1]
+    for run, name in zip(runs, sources):
+        assert stored(run.pk) == sources[name]  # its own tags, not prefixed, and nothing of the other's
+        assert run.status == Run.Status.SUCCEEDED and run.logged.command.endswith(f": {name}")
+    one = upload(api, zipped(tmp_path / "runs" / "ppo_1"), name="ppo_1.zip", experiment="one")
+    assert [run["name"] for run in one.json()["runs"]] == ["ppo_1"]  # the archive's name, without its suffix
+    page = owner_client.post(reverse("tensorboard-import"), {
+        "experiment": "from the page", "name": "sweep",
+        "archive": SimpleUploadedFile("runs.zip", zipped(tmp_path / "runs"))})
+    experiment = Experiment.objects.get(name="from the page")
+    assert page.status_code == 302 and page["Location"] == experiment.get_absolute_url()
+    assert sorted(run.logged.name for run in experiment.runs.all()) == ["sweep/ppo_1", "sweep/ppo_2"]
 
 
 def test_a_folder_imported_through_the_page_equals_its_source_and_opens_its_run(owner_client, tmp_path):
@@ -155,3 +176,13 @@ def test_the_client_command_zips_a_folder_and_imports_it(live_server, owner, tmp
     run = Run.objects.get(experiment__name="from the client")
     assert f"imported as run {run.pk}" in done.stdout
     assert stored(run.pk) == source
+    second = write_log(tmp_path / "runs" / "ppo_2", start=100.0)
+    done = subprocess.run([sys.executable, "-m", "rlweb_client", "import-tensorboard", str(tmp_path / "runs"),
+                           "--experiment", "both"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(CLIENT), "RLWEB_URL": live_server.url,
+                               "RLWEB_TOKEN": token})
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = list(Run.objects.filter(experiment__name="both").order_by("pk"))
+    assert "imported 2 runs, one per folder of event files:" in done.stdout
+    assert f"ppo_2: run {runs[1].pk}: " in done.stdout
+    assert [stored(run.pk) for run in runs] == [source, second]
