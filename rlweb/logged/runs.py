@@ -84,7 +84,7 @@ def create(user, experiment: str, config: dict, name: str = "", host: str = "", 
                 owner=user, project=shared, name=experiment, algorithm=LOGGED,
                 env_id=text_setting(config, "env_id", "env"),
                 hyperparameters=config, total_steps=total_steps, device=LOGGED, auto_resume=False, num_seeds=0,
-                keep_checkpoints=0, description="Runs logged from a script through the API (rlweb_client).")
+                keep_checkpoints=0)
         seed = seed_number(found, config)
         run = Run.objects.create(experiment=found, seed=seed, status=Status.RUNNING, total_steps=total_steps,
                                  worker_host=host[:200], device_used=LOGGED, first_started_at=now, started_at=now,

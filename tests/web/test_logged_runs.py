@@ -303,6 +303,23 @@ def test_a_logged_runs_pages_show_its_scripts_config_and_episode_returns_not_the
     assert '<dt>seed</dt><dd><span class="muted">differs between runs</span></dd>' in card
     assert '<dt>clip_coef</dt><dd><span class="muted">differs between runs</span></dd>' in card  # one run lacks it
     assert "eval_interval" not in page and "Eval return" not in page and "(logged)" not in page
+    assert f'data-run-id="{first}">Run {first}</a> <span class="muted">baseline</span>' in page  # its label
+    assert Experiment.objects.get(pk=experiment).description == ""  # the heading says where its runs come from
+
+
+def test_the_stock_description_of_older_logged_experiments_is_taken_off_and_a_users_own_kept(api):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("rlweb.logged.migrations.0002_no_stock_description")
+    stock = Experiment.objects.get(pk=Run.objects.get(pk=api.create()).experiment_id)
+    own = Experiment.objects.get(pk=Run.objects.get(pk=api.create(experiment="other")).experiment_id)
+    Experiment.objects.filter(pk=stock.pk).update(description=migration.STOCK)
+    Experiment.objects.filter(pk=own.pk).update(description="Ablation of the clip range.")
+    migration.forget_stock_description(apps, None)
+    assert Experiment.objects.get(pk=stock.pk).description == ""
+    assert Experiment.objects.get(pk=own.pk).description == "Ablation of the clip range."
 
 
 def test_the_compare_page_draws_a_logged_run_beside_a_trained_one(api, owner_client, make_experiment):
