@@ -183,5 +183,5 @@ def filter_choices(user) -> dict:
     tags = sorted({tag for tags in experiments.values_list("tags", flat=True) for tag in tags or []}, key=str.lower)
     return {"statuses": Run.Status.values,
             "algorithms": sorted(set(experiments.values_list("algorithm", flat=True))),
-            "envs": sorted(set(experiments.values_list("env_id", flat=True))),
+            "envs": sorted(set(experiments.exclude(env_id="").values_list("env_id", flat=True))),  # none: imports
             "tags": tags, "projects": list(access.member_projects(user))}

@@ -132,3 +132,11 @@ def test_it_is_split_into_pages(owner_client, owner):
 def test_a_stranger_cannot_filter_their_way_to_the_owners_experiments(stranger_client, experiments):
     for query in ({}, {"tag": "baseline"}, {"status": "running"}, {"q": "CartPole"}):
         assert names(stranger_client.get(URL, query)) == []
+
+
+def test_an_imported_experiment_without_an_environment_leaves_any_environment_chosen(owner_client, experiments,
+                                                                                      make_experiment):
+    make_experiment(name="imported", algorithm="logged", env_id="", hyperparameters={})  # a TensorBoard import's
+    response = owner_client.get(URL)
+    assert response.context["choices"]["envs"] == ["Acrobot-v1", "CartPole-v1", "Pendulum-v1"]
+    assert '<option value="" selected>' not in response.content.decode()  # an empty env would be selected, blank
