@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # rlweb_client: the logging client in client/, a package of its own that needs only the standard library
 OURS = {"rlweb", "trainer", "benchmarks", "tests", "rlweb_client", "__future__"}
-# stable-baselines3 is what the benchmarks compare with, installed by `make bench` (the bench extra)
+# stable-baselines3: what the benchmarks compare with, and what rlweb_client's callback is tested on (the test extra)
 EXTRAS_OF = {"rlweb": [], "trainer": [], "tests": ["test"], "benchmarks": ["test", "bench"]}
 
 

@@ -2,7 +2,6 @@
 summary reads as docs/benchmarks.md gives the figures."""
 
 import importlib.metadata
-import importlib.util
 import json
 import os
 import subprocess
@@ -115,9 +114,7 @@ def test_the_bundle_check_finds_a_requirement_neither_carried_nor_on_the_device(
 def test_what_the_check_imports_is_on_the_device_image_or_carried():
     """Every package the check's modules load (trainer with each algorithm, the benchmarks it runs, stable-baselines3's
     Atari parts) is one the device image has or one the bundle carries: else the check would fail there."""
-    # stable-baselines3 comes with the bench extra (`make bench`), which CI does not install: its part where it is
-    sb3 = ", stable_baselines3, stable_baselines3.common.env_util, stable_baselines3.common.vec_env" if \
-        importlib.util.find_spec("stable_baselines3") else ""
+    sb3 = ", stable_baselines3, stable_baselines3.common.env_util, stable_baselines3.common.vec_env"
     code = (f"import sys, trainer, benchmarks.gpu, benchmarks.atari_speed{sb3}; "
             "from trainer.registry import get_spec, origin; [get_spec(n).agent_class for n in "
             "trainer.algorithm_names() if origin(n).builtin]; "
