@@ -33,6 +33,10 @@ class AlertRuleForm(forms.ModelForm):
                       "threshold_metric": "e.g. eval/return_mean; blank: no threshold alert",
                       "threshold_value": "a number", "email": "Blank: no email."}
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["threshold_metric"].widget.attrs["list"] = "metric-names"  # the page's suggestions
+
     def clean_threshold_metric(self) -> str:
         metric = self.cleaned_data["threshold_metric"].strip()
         if metric and not METRIC_NAME.fullmatch(metric):

@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from rlweb.alerts.forms import AlertRuleForm
 from rlweb.alerts.models import AlertRule, Delivery, new_secret
-from rlweb.experiments.models import Experiment
+from rlweb.experiments.models import Experiment, MetricBucket
 from rlweb.projects import access
 
 LOG_LENGTH = 50
@@ -21,6 +21,10 @@ def delivery_log(user, experiment: Experiment | None = None):
     if experiment is not None:
         deliveries = deliveries.filter(alert__run__experiment=experiment)
     return deliveries.select_related("alert__run__experiment").prefetch_related("tries")[:LOG_LENGTH]
+
+
+# what the metric field suggests where no run is there to read names from: rlweb's own, and CleanRL's
+COMMON_METRICS = ["eval/return_mean", "rollout/episode_return", "train/loss", "charts/episodic_return"]
 
 
 def edit_rule(request, rule: AlertRule, template: str, context: dict):
@@ -50,7 +54,7 @@ def alert_settings(request):
         owner=request.user, experiment__in=Experiment.objects.filter(access.visible(request.user))).select_related(
         "experiment")
     return edit_rule(request, rule, "alerts/settings.html", {
-        "overrides": overrides, "deliveries": delivery_log(request.user)})
+        "overrides": overrides, "deliveries": delivery_log(request.user), "metric_names": COMMON_METRICS})
 
 
 def experiment_alerts(request, experiment_id: int):
@@ -68,4 +72,11 @@ def experiment_alerts(request, experiment_id: int):
                 setattr(rule, field, getattr(default, field))
     return edit_rule(request, rule, "alerts/experiment_alerts.html", {
         "experiment": experiment, "deliveries": delivery_log(request.user, experiment),
-        "default_applies": experiment.owner_id == request.user.pk})
+        "default_applies": experiment.owner_id == request.user.pk, "metric_names": metric_names(experiment)})
+
+
+def metric_names(experiment: Experiment) -> list[str]:
+    """The metric field's suggestions: every metric the experiment's runs reported (a logged script's own names
+    too), or the usual ones before any has."""
+    reported = MetricBucket.objects.filter(run__experiment=experiment, index=0).values_list("key", flat=True)
+    return sorted(set(reported)) or COMMON_METRICS

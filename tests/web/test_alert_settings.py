@@ -132,3 +132,18 @@ def test_a_projects_viewer_may_have_alerts_for_a_shared_experiment(owner, make_e
     Membership.objects.filter(user=viewer).delete()  # out of the project: told nothing more, shown nothing more
     assert rules_for(experiment) == []
     assert b"secret-plan" not in client.get(SETTINGS_URL).content
+
+
+def test_the_metric_field_suggests_what_the_experiments_runs_reported(owner_client, make_experiment):
+    from rlweb.experiments.models import Run
+    from tests.web.test_compare import add_events
+
+    experiment = make_experiment()
+    fresh = owner_client.get(experiment_url(experiment)).content.decode()
+    assert 'list="metric-names"' in fresh and '<option value="eval/return_mean">' in fresh  # none reported yet
+    run = Run.objects.create(experiment=experiment, seed=0, total_steps=100)
+    add_events(run, "train", [(10, {"charts/episodic_return": 9.0, "losses/value_loss": 0.5})])
+    reported = owner_client.get(experiment_url(experiment)).content.decode()
+    names = reported[reported.index('<datalist id="metric-names">'):reported.index("</datalist>")]
+    assert names == ('<datalist id="metric-names"><option value="charts/episodic_return">'
+                     '<option value="losses/value_loss">')
