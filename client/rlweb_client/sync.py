@@ -118,7 +118,15 @@ def main(argv=None) -> int:
                       help="the rlweb site (default: $RLWEB_URL, else the one each file was logged to)")
     sync.add_argument("--token", default=os.environ.get("RLWEB_TOKEN"), help="an API token (default: $RLWEB_TOKEN)")
     tensorboard.add_command(commands)
+    tensorboard.add_watch_command(commands)
     arguments = parser.parse_args(argv)
+    if arguments.command == "watch-tensorboard":
+        try:
+            from rlweb_client import tensorboard_watch
+        except ImportError as error:
+            print(f"watch-tensorboard reads event files with TensorBoard's reader ({error}): pip install tensorboard")
+            return 1
+        return tensorboard_watch.main(arguments)
     if arguments.command == "import-tensorboard":
         return tensorboard.import_folder(arguments.folder, arguments.experiment, arguments.name, arguments.url,
                                          arguments.token)

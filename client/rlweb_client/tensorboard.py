@@ -69,3 +69,21 @@ def add_command(commands) -> None:
                                         "NAME/its folder)")
     command.add_argument("--url", default=os.environ.get("RLWEB_URL"), help="the rlweb site (default: $RLWEB_URL)")
     command.add_argument("--token", default=os.environ.get("RLWEB_TOKEN"), help="an API token (default: $RLWEB_TOKEN)")
+
+
+def add_watch_command(commands) -> None:
+    """`watch-tensorboard` (tensorboard_watch.py, which needs TensorBoard's reader and is imported when it runs)."""
+    command = commands.add_parser(
+        "watch-tensorboard", help="follow a TensorBoard log folder and send its scalars live",
+        description="Follow FOLDER while scripts write TensorBoard logs into it and send each folder of event "
+                    "files, as it grows, as a live run of the logged experiment NAME. Ctrl-C finishes the runs.")
+    command.add_argument("folder", type=Path, help="the log folder, e.g. ./runs (it may not exist yet)")
+    command.add_argument("--experiment", required=True, help="the experiment's name (made on first use)")
+    command.add_argument("--idle", type=float, default=600.0,
+                         help="seconds without new scalars after which a run is finished (default 600)")
+    command.add_argument("--interval", type=float, default=2.0, help="seconds between looks (default 2)")
+    command.add_argument("--until-idle", action="store_true",
+                         help="end once every run found has finished, instead of waiting for more")
+    command.add_argument("--project", type=int, default=None, help="a project's id (default: $RLWEB_PROJECT)")
+    command.add_argument("--url", default=os.environ.get("RLWEB_URL"), help="the rlweb site (default: $RLWEB_URL)")
+    command.add_argument("--token", default=os.environ.get("RLWEB_TOKEN"), help="an API token (default: $RLWEB_TOKEN)")
