@@ -10,7 +10,7 @@ const progress = document.getElementById("run-progress");
 const progressText = document.getElementById("run-progress-text");
 const liveIndicator = document.getElementById("live-indicator");
 const logList = document.getElementById("log-list");
-const totalSteps = Number(page.dataset.totalSteps);
+let totalSteps = Number(page.dataset.totalSteps);  // a logged run's grows with its steps when its script planned none
 // The run's duration counts every attempt. The one this page sees end is counted in `data-attempts`
 // unless the page was drawn before a worker claimed it; earlier attempts' seconds do not change meanwhile.
 const earlierSeconds = Number(page.dataset.earlierSeconds);
@@ -111,7 +111,9 @@ export function setStatus(status) {
 
 export function setProgress(steps) {
   stepsDone = Math.max(stepsDone, steps);
-  progress.value = Math.min(stepsDone, totalSteps);
+  totalSteps = Math.max(totalSteps, stepsDone);
+  progress.max = totalSteps;
+  progress.value = stepsDone;
   progressText.textContent = `${stepsDone} / ${totalSteps} steps`;
 }
 
