@@ -1,10 +1,21 @@
-"""The page that imports a TensorBoard log folder as finished logged runs, one per folder of event files
-(rlweb/logged/tensorboard.py); the API and `python -m rlweb_client import-tensorboard` do the same from code."""
+"""The pages for runs logged from outside: how to log from a script (with the client to download), and the import of
+a TensorBoard log folder as finished logged runs, one per folder of event files (rlweb/logged/tensorboard.py); the
+API and `python -m rlweb_client import-tensorboard` do the same from code."""
 
 from __future__ import annotations
 
+import functools
+import io
+import tomllib
+import zipfile
+
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
 
 from rlweb.logged import tensorboard
 from rlweb.logged.forms import TensorBoardImportForm
@@ -32,3 +43,37 @@ def import_tensorboard(request):
         status = 400
     return render(request, "logged/import_tensorboard.html",
                   {"form": form, "max_mb": tensorboard.max_bytes() // 2**20}, status=status)
+
+
+CLIENT = settings.BASE_DIR / "client"
+
+
+def client_version() -> str:
+    return tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def log_guide(request):
+    """How to log runs from a script, an SB3 model or a TensorBoard folder, with this site's address filled in."""
+    return render(request, "logged/log_guide.html", {
+        "site": request.build_absolute_uri("/"), "version": client_version(),
+        "archive_url": request.build_absolute_uri(reverse("client-archive"))})
+
+
+@functools.cache
+def client_zip() -> bytes:
+    """client/ as a source archive pip installs (`pip install URL`): its pyproject.toml, README and package, under
+    one top folder. Made once per process from the files the site runs with, so it matches the server."""
+    top = f"rlweb-client-{client_version()}"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted([CLIENT / "pyproject.toml", CLIENT / "README.md", *(CLIENT / "rlweb_client").glob("*.py")]):
+            archive.write(path, f"{top}/{path.relative_to(CLIENT).as_posix()}")
+    return buffer.getvalue()
+
+
+@login_not_required  # the client's source, no one's data: pip fetches it without a session
+@require_GET
+def client_archive(request):
+    response = HttpResponse(client_zip(), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="rlweb-client-{client_version()}.zip"'
+    return response

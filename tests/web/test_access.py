@@ -24,7 +24,8 @@ from rlweb.sweeps.models import Sweep, Trial
 from tests.web.helpers import PASSWORD, body_of
 
 SECRET = "owner-secret-7f3a"  # in the owner's experiment name, video file and invitation note
-ANONYMOUS_PAGES = {"login", "signup", "invitation-accept", "admin:login"}  # meant for visitors
+# meant for visitors; and the client's source, which pip downloads without a session
+ANONYMOUS_PAGES = {"login", "signup", "invitation-accept", "admin:login", "client-archive"}
 LOGIN_PAGES = ("/login/?next=", "/admin/login/?next=")
 OBJECT_KWARGS = {"experiment_id", "run_id", "checkpoint_id", "video_id", "invitation_id", "sweep_id", "user_id",
                  "token_id", "project_id", "suite_id"}
