@@ -27,7 +27,7 @@ from rlweb_client.batches import DEFAULT_MAX_BYTES, count_fitting, max_bytes_of
 from rlweb_client.offline import OfflineFile
 from rlweb_client.transport import Api, Refused, Unreachable
 
-VERSION = "0.1.0"
+VERSION = "0.2.0"
 STATUSES = ("succeeded", "failed", "cancelled")
 DROP_NOTES = 10  # values the server dropped (NaN, a bad name) are reported on stderr up to this many times
 LIMITS = {"experiment": 200, "name": 200}  # the server's, in characters

@@ -37,3 +37,6 @@ def test_the_client_imports_only_the_standard_library_and_declares_no_dependenci
     assert outside == set()
     project = tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]
     assert project["dependencies"] == [] and project["requires-python"] == ">=3.9"
+    from rlweb_client.run import VERSION
+
+    assert project["version"] == VERSION  # what runs record, and what pip knows a new client by
