@@ -5,6 +5,7 @@ API and `python -m rlweb_client import-tensorboard` do the same from code."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
 import tomllib
 import zipfile
@@ -53,21 +54,27 @@ def client_version() -> str:
 
 
 def log_guide(request):
-    """How to log runs from a script, an SB3 model or a TensorBoard folder, with this site's address filled in."""
+    """How to log runs from a script, an SB3 model or a TensorBoard folder, with this site's address filled in. The
+    client's address carries its archive's digest: pip keys the wheels it builds from a URL by it, and would
+    otherwise install the build of an older client it kept."""
+    digest = hashlib.sha256(client_zip()).hexdigest()
     return render(request, "logged/log_guide.html", {
         "site": request.build_absolute_uri("/"), "version": client_version(),
-        "archive_url": request.build_absolute_uri(reverse("client-archive"))})
+        "archive_url": request.build_absolute_uri(reverse("client-archive")) + f"#sha256={digest}"})
 
 
 @functools.cache
 def client_zip() -> bytes:
     """client/ as a source archive pip installs (`pip install URL`): its pyproject.toml, README and package, under
-    one top folder. Made once per process from the files the site runs with, so it matches the server."""
+    one top folder. Made once per process from the files the site runs with, so it matches the server; the same
+    files make the same bytes (fixed dates), on every host."""
     top = f"rlweb-client-{client_version()}"
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for path in sorted([CLIENT / "pyproject.toml", CLIENT / "README.md", *(CLIENT / "rlweb_client").glob("*.py")]):
-            archive.write(path, f"{top}/{path.relative_to(CLIENT).as_posix()}")
+            member = zipfile.ZipInfo(f"{top}/{path.relative_to(CLIENT).as_posix()}", date_time=(2020, 1, 1, 0, 0, 0))
+            member.external_attr = 0o644 << 16
+            archive.writestr(member, path.read_bytes(), compress_type=zipfile.ZIP_DEFLATED)
     return buffer.getvalue()
 
 

@@ -3,6 +3,7 @@ archive's, and the archive, fetched without a session as pip does, builds into t
 
 from __future__ import annotations
 
+import hashlib
 import io
 import subprocess
 import sys
@@ -23,7 +24,8 @@ def test_the_guide_gives_this_sites_address_and_the_clients_install_command(owne
     assert page.status_code == 200
     text = page.content.decode()
     assert "export RLWEB_URL=http://testserver/" in text
-    assert 'pip install "rlweb-client @ http://testserver/runs/rlweb-client.zip"' in text
+    digest = hashlib.sha256(Client().get(reverse("client-archive")).content).hexdigest()  # pip's cache key
+    assert f'pip install "rlweb-client @ http://testserver/runs/rlweb-client.zip#sha256={digest}"' in text
     assert 'href="/account/tokens/"' in text and "RlwebCallback" in text and "watch-tensorboard" in text
     assert 'id="log-guide-link"' in owner_client.get(reverse("experiment-list")).content.decode()
     assert Client().get(reverse("log-guide")).status_code == 302  # the guide itself is for signed-in users
