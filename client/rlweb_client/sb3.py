@@ -8,8 +8,9 @@ Every finished episode becomes `rollout/episode_return` and `rollout/episode_len
 page counts episodes by and the compare page scores runs by), every value SB3's logger records (`train/loss`,
 `rollout/ep_rew_mean`, `time/fps`, ...) goes at the step SB3 writes it, and the run's config holds the algorithm,
 the environment, the seed and the model's hyperparameters. `checkpoint_every=N` saves the model every N env steps
-and at the end, and uploads each file. The run ends `succeeded` when `learn()` returns, `failed` with the traceback
-when the script dies of an exception.
+and at the end, and uploads each file; `video_folder=` uploads the episode videos that appear there (SB3's
+`VecVideoRecorder`'s folder) at the step they are found. The run ends `succeeded` when `learn()` returns, `failed`
+with the traceback when the script dies of an exception.
 
 This module imports stable-baselines3, which the script has; `import rlweb_client` alone does not import it."""
 
@@ -84,12 +85,14 @@ class RlwebCallback(BaseCallback):
     options: url, token, name, project, ...), or a `run` you made with `rlweb_client.init`, which is then yours to
     finish. `config` adds to (or overrides) what the callback reads off the model. `checkpoint_every`: env steps
     between saved models (0: none), each uploaded from `checkpoint_dir` (default ./rlweb-checkpoints/<experiment>);
-    keep the files until the run has ended. `finish_at_end=False` keeps a run it made open after `learn()`, for
+    keep the files until the run has ended. `video_folder`: a folder whose new .mp4 files are uploaded after each
+    rollout and at the end (SB3's VecVideoRecorder writes one there as it finishes recording, in the training's
+    own thread, so a file found is whole). `finish_at_end=False` keeps a run it made open after `learn()`, for
     another `learn(..., reset_num_timesteps=False)` with the same callback; finish it with `callback.run.finish()`."""
 
     def __init__(self, experiment: Optional[str] = None, *, run: Optional[Run] = None, config: Optional[dict] = None,
-                 checkpoint_every: int = 0, checkpoint_dir: Optional[str] = None, finish_at_end: bool = True,
-                 verbose: int = 0, **init_options):
+                 checkpoint_every: int = 0, checkpoint_dir: Optional[str] = None, video_folder: Optional[str] = None,
+                 finish_at_end: bool = True, verbose: int = 0, **init_options):
         super().__init__(verbose)
         if (experiment is None) == (run is None):
             raise ValueError("RlwebCallback needs an experiment name, or a run made with rlweb_client.init")
@@ -99,6 +102,8 @@ class RlwebCallback(BaseCallback):
         self.checkpoint_every = int(checkpoint_every)
         self.checkpoint_dir = checkpoint_dir or os.path.join(os.getcwd(), "rlweb-checkpoints", experiment or "run")
         self.owns_run, self.finish_at_end, self.init_options = run is None, finish_at_end, init_options
+        self.video_folder = video_folder
+        self.videos_sent: set[str] = set()
         self.ended = False
         self.saved_at = 0  # the env step of the last checkpoint saved
 
@@ -124,7 +129,11 @@ class RlwebCallback(BaseCallback):
             self.save_checkpoint()
         return True
 
+    def _on_rollout_end(self) -> None:
+        self.send_videos()
+
     def _on_training_end(self) -> None:
+        self.send_videos()
         if self.checkpoint_every and self.saved_at != self.num_timesteps:
             self.save_checkpoint()
         if self.owns_run and self.finish_at_end:
@@ -137,3 +146,13 @@ class RlwebCallback(BaseCallback):
         self.model.save(path)
         self.run.log_checkpoint(path, step=self.num_timesteps)
         self.saved_at = self.num_timesteps
+
+    def send_videos(self) -> None:
+        """Upload the videos that appeared in `video_folder` since the last look, at the current step."""
+        if not self.video_folder or not os.path.isdir(self.video_folder):
+            return
+        for name in sorted(os.listdir(self.video_folder)):
+            path = os.path.join(self.video_folder, name)
+            if name.endswith(".mp4") and path not in self.videos_sent and os.path.isfile(path):
+                self.run.log_video(path, step=self.num_timesteps)
+                self.videos_sent.add(path)

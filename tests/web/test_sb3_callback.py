@@ -32,10 +32,20 @@ def test_a_ppo_model_learning_with_the_callback_is_a_run_with_its_episodes_setti
     _, token = ApiToken.issue(owner, "sb3")
     model = stable_baselines3.PPO("MlpPolicy", "CartPole-v1", n_steps=256, batch_size=64, n_epochs=2, seed=3,
                                   device="cpu")
+    videos = tmp_path / "videos"  # where SB3's VecVideoRecorder would write; one recorded before, one during
+    videos.mkdir()
+    (videos / "rl-video-step-0-to-step-200.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42 first")
+
+    class RecordsAVideo(stable_baselines3.common.callbacks.BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps == 600:
+                (videos / "rl-video-step-600-to-step-800.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42 second")
+            return True
+
     callback = RlwebCallback(experiment="sb3-ppo-cartpole", url=live_server.url, token=token, checkpoint_every=512,
                              checkpoint_dir=str(tmp_path / "checkpoints"), offline_dir=str(tmp_path / "offline"),
-                             flush_interval=0.05)
-    model.learn(1024, callback=callback)
+                             video_folder=str(videos), flush_interval=0.05)
+    model.learn(1024, callback=[RecordsAVideo(), callback])
 
     run = Run.objects.select_related("experiment", "logged").get(pk=callback.run.url.rstrip("/").split("/")[-1])
     assert run.status == Run.Status.SUCCEEDED and run.steps_done == 1024 and run.seed == 3
@@ -55,6 +65,8 @@ def test_a_ppo_model_learning_with_the_callback_is_a_run_with_its_episodes_setti
     checkpoint = run.checkpoints.get(step=1024)
     with checkpoint.file.open("rb") as file, zipfile.ZipFile(file) as saved:
         assert "policy.pth" in saved.namelist()  # SB3's own save, as uploaded; rlweb never loads it
+
+    assert sorted(run.videos.values_list("step", flat=True)) == [256, 768]  # found after the rollout they came in
 
     with pytest.raises(RuntimeError, match="ended when the last learn\\(\\) returned"):
         model.learn(256, callback=callback)
