@@ -80,8 +80,11 @@ class Run:
 
     # --- what the script calls
 
-    def log(self, values: Mapping[str, Any], step: Optional[int] = None) -> None:
-        """Queue one point: `values` by metric name, at env step `step` (default: the last step + 1)."""
+    def log(self, values: Mapping[str, Any], step: Optional[int] = None, elapsed: Optional[float] = None) -> None:
+        """Queue one point: `values` by metric name, at env step `step` (default: the last step + 1), `elapsed`
+        seconds after the run started (default: the time since `init`; a log written earlier gives its own)."""
+        if elapsed is not None and not (isinstance(elapsed, (int, float)) and 0 <= elapsed < float("inf")):
+            raise ValueError(f"elapsed is a number of seconds, 0 or more, not {elapsed!r}")
         numbers = {}
         for name, value in values.items():
             number = as_number(value)
@@ -99,8 +102,9 @@ class Run:
                 raise ValueError(f"step must be 0 or more, not {step}")
             self._step = step
             self._seq += 1
-            self._queue.append(("points", {"seq": self._seq, "step": step,
-                                           "time": round(time.monotonic() - self.started, 3), "values": numbers}))
+            seconds = time.monotonic() - self.started if elapsed is None else float(elapsed)
+            self._queue.append(("points", {"seq": self._seq, "step": step, "time": round(seconds, 3),
+                                           "values": numbers}))
             if len(self._queue) == 1 or len(self._queue) % self.batch_size == 0:
                 self._wake.notify()
             if len(self._queue) > self.max_pending and self._offline is None and not self._overflow:

@@ -54,6 +54,7 @@ class FollowedRun:
         self.grew_at = time.monotonic()
         self.ended = False
         self.points = 0
+        self.first_wall_time: Optional[float] = None  # the folder's first event's: its points' times count from it
 
     def poll(self) -> int:
         """Send what the folder's event files gained since the last poll; returns how many points."""
@@ -64,7 +65,10 @@ class FollowedRun:
             for event in self.loaders[path].Load():
                 values = scalars(event)
                 if values:
-                    self.run.log(values, step=max(0, int(event.step)))
+                    if self.first_wall_time is None:
+                        self.first_wall_time = event.wall_time
+                    self.run.log(values, step=max(0, int(event.step)),
+                                 elapsed=max(0.0, event.wall_time - self.first_wall_time))
                     sent += 1
         if sent:
             self.grew_at, self.points = time.monotonic(), self.points + sent

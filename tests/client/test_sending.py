@@ -30,6 +30,18 @@ def test_points_arrive_in_order_with_their_steps_times_and_values(server, start_
     assert run.pending == 0 and run.offline_path is None
 
 
+def test_a_point_may_give_its_own_time_since_the_start_and_a_bad_one_is_refused_at_once(server, start_run):
+    run = start_run()
+    run.log({"loss": 1.0}, step=1, elapsed=12.5)  # written earlier (a log file read later): its own time
+    run.log({"loss": 0.5}, step=2)
+    for bad in (-1.0, float("nan"), float("inf"), "3"):
+        with pytest.raises(ValueError, match="elapsed is a number of seconds"):
+            run.log({"loss": 0.1}, step=3, elapsed=bad)
+    run.finish()
+    points = server.points()
+    assert [point["time"] for point in points][:1] == [12.5] and len(points) == 2 and points[1]["time"] < 5
+
+
 def test_points_go_in_batches_of_at_most_a_thousand(server, start_run):
     run = start_run(flush_interval=5)
     for step in range(3000):

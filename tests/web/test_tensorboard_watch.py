@@ -14,7 +14,7 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from rlweb.api.models import ApiToken
-from rlweb.experiments.models import Run
+from rlweb.experiments.models import Event, Run
 from tests.web.test_tensorboard_import import CLIENT, stored
 
 
@@ -66,4 +66,7 @@ def test_a_folder_written_by_summarywriters_is_followed_live_one_run_per_folder(
     assert [run.logged.name for run in runs] == ["ppo_1", "ppo_2"]
     assert [run.status for run in runs] == [Run.Status.SUCCEEDED] * 2
     assert stored(runs[0].pk) == source and stored(runs[1].pk) == later
+    times = list(Event.objects.filter(run=runs[0], kind__in=("train", "episode", "eval")).order_by("seq")
+                 .values_list("time", flat=True))  # from the events' own wall times, not from when they were read
+    assert times[0] == 0.0 and times == sorted(times) and times[-1] < 30
     assert "ppo_1: finished after 50 points (its files did not grow for 8 s)" in out, out
