@@ -27,6 +27,7 @@ def test_the_guide_gives_this_sites_address_and_the_clients_install_command(owne
     digest = hashlib.sha256(Client().get(reverse("client-archive")).content).hexdigest()  # pip's cache key
     assert f'pip install "rlweb-client @ http://testserver/runs/rlweb-client.zip#sha256={digest}"' in text
     assert 'href="/account/tokens/"' in text and "RlwebCallback" in text and "watch-tensorboard" in text
+    assert "<title>Log from a script · rlweb</title>" in text and text.count('id="drive-from-code"') == 1
     assert 'id="log-guide-link"' in owner_client.get(reverse("experiment-list")).content.decode()
     assert Client().get(reverse("log-guide")).status_code == 302  # the guide itself is for signed-in users
 
