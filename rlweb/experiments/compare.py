@@ -29,6 +29,7 @@ BOOTSTRAP_SAMPLES = 1_000
 BANDS = {"std": "± standard deviation", "minmax": "min to max", "ci95": "95% bootstrap CI of the mean"}
 X_AXES = ("step", "time")
 FIXED_GROUPINGS = {"run": "each run", "experiment": "experiment", "algorithm": "algorithm", "env": "environment"}
+LOGGED_ALGORITHM_KEYS = ("algorithm", "algo", "exp_name")  # where a script's config names its algorithm
 FIRST_METRICS = ("rollout/episode_return", "eval/return_mean", "rollout/episode_length", "train/loss")
 SEPARATORS = str.maketrans({" ": ",", "+": ","})  # `3 7 9` and `3+7+9` read as `3,7,9`
 
@@ -128,7 +129,7 @@ def run_label(run: Run) -> str:
 def run_info(run: Run) -> dict:
     experiment = run.experiment
     return {"id": run.pk, "label": run_label(run), "url": run.get_absolute_url(), "experiment": experiment.name,
-            "experiment_id": experiment.pk, "algorithm": experiment.algorithm, "env_id": experiment.env_id,
+            "experiment_id": experiment.pk, "algorithm": algorithm_of(run), "env_id": experiment.env_id,
             "seed": run.seed, "status": run.status, "active": run.is_active,
             "steps_done": run.steps_done, "total_steps": run.total_steps}
 
@@ -140,13 +141,27 @@ def settings_of(run: Run) -> dict:
     started from, and the hyperparameters; for a run logged from a script, what its own script's config said."""
     experiment = run.experiment
     if experiment.is_logged:  # its experiment holds its first run's config; the trainer's settings are not its
-        config = run.logged.config if hasattr(run, "logged") else {}
-        return {"algorithm": experiment.algorithm, "env_id": experiment.env_id, "seed": run.seed,
-                "total_steps": run.total_steps, **config}
+        return {**logged_config(run), "algorithm": algorithm_of(run), "env_id": experiment.env_id, "seed": run.seed,
+                "total_steps": run.total_steps}
     return {"algorithm": experiment.algorithm, "env_id": experiment.env_id, "preset": experiment.preset or "none",
             "seed": run.seed,
             "total_steps": experiment.total_steps, "eval_interval": experiment.eval_interval,
             "eval_episodes": experiment.eval_episodes, "device": experiment.device, **experiment.hyperparameters}
+
+
+def logged_config(run: Run) -> dict:
+    return run.logged.config if hasattr(run, "logged") else {}
+
+
+def algorithm_of(run: Run) -> str:
+    """The run's algorithm; for a run logged from a script, what its config calls it (SB3's callback records the
+    model's class, CleanRL's scripts their `exp_name`), else "logged": scripts of several algorithms group apart."""
+    if not run.experiment.is_logged:
+        return run.experiment.algorithm
+    config = logged_config(run)
+    named = next((config[key] for key in LOGGED_ALGORITHM_KEYS if isinstance(config.get(key), str)
+                  and config[key].strip()), None)
+    return named.strip()[:100] if named else run.experiment.algorithm
 
 
 def hyperparameter_rows(runs: list[Run]) -> list[dict]:
@@ -185,7 +200,7 @@ def group_label(run: Run, group: str) -> str:
     if group == "experiment":
         return f"{run.experiment.name} #{run.experiment.pk}"
     if group == "algorithm":
-        return run.experiment.algorithm
+        return algorithm_of(run)
     if group == "env":
         return run.experiment.env_id
     name = group.removeprefix("hp:")
@@ -390,7 +405,7 @@ def export_rows(runs: list[Run]):
     for run in runs:
         through = history.last_stored_seq(run)
         experiment = run.experiment
-        head = [run.pk, experiment.name, experiment.algorithm, experiment.env_id, run.seed]
+        head = [run.pk, experiment.name, algorithm_of(run), experiment.env_id, run.seed]
         events = Event.objects.filter(run=run, kind__in=METRIC_KINDS, seq__lte=through).order_by("seq")
         for seq, kind, step, time, values in events.values_list("seq", "kind", "step", "time", "values").iterator(
                 chunk_size=5_000):

@@ -197,3 +197,20 @@ def test_runs_trained_here_keep_the_evaluation_return_by_default_beside_logged_o
     assert compare_stats.default_metric([logged]) == compare_stats.EPISODE_RETURN
     page = owner_client.get(PAGE, {"runs": ",".join(str(run.pk) for run in suite)}).content.decode()
     assert '<option value="eval/return_mean" selected>evaluation return</option>' in page
+
+
+def test_logged_runs_group_by_the_algorithm_their_scripts_name(owner, owner_client):
+    """SB3's callback records the model's class as `algorithm`, CleanRL's scripts their `exp_name`: runs of two
+    scripts group apart by algorithm instead of all under "logged", and the compare page labels them so."""
+    from tests.web.test_logged_runs import Api, point
+
+    api, runs = Api(owner), []
+    for experiment, config in (("sb3-ppo", {"algorithm": "PPO"}), ("sb3-dqn", {"algorithm": "DQN"}),
+                               ("cleanrl", {"exp_name": "ppo_continuous_action"}), ("bare", {})):
+        run_id = api.create(experiment=experiment, config={"env_id": "CartPole-v1", **config})
+        api.points(run_id, [point(1, **{"charts/episodic_return": 100.0})])
+        runs.append(Run.objects.get(pk=run_id))
+    result = finished(owner_client, query(runs))
+    assert result["groups"] == ["PPO", "DQN", "ppo_continuous_action", "logged"]
+    data = owner_client.get(reverse("compare-data"), {"runs": ",".join(str(run.pk) for run in runs)}).json()
+    assert [run["algorithm"] for run in data["runs"]] == result["groups"]
