@@ -107,25 +107,34 @@ def run_score(run: Run, series: dict | None, options: StatsOptions) -> float | N
     return float(np.mean(values[-options.last:])) if values else None
 
 
-def score_series(series: dict[str, dict], metric: str) -> dict | None:
-    """A run's series of the metric: for the training episode return, the first of its keys the run has (a logged
-    script's `charts/episodic_return`)."""
-    keys = history.EPISODE_RETURN_KEYS if metric == EPISODE_RETURN else (metric,)
-    return next((series[key] for key in keys if key in series), None)
+# SB3's logger (and so its TensorBoard logs, followed or imported) has no value per episode, only the mean return
+# of the last 100: a run with nothing else is scored by it, and the card says which runs were
+EPISODE_MEAN_RETURN = "rollout/ep_rew_mean"
+
+
+def score_series(series: dict[str, dict], metric: str) -> tuple[str, dict | None]:
+    """A run's series of the metric and its key: for the training episode return, the first of its keys the run has
+    (a logged script's `charts/episodic_return`), else SB3's mean of the last 100 episodes."""
+    keys = (*history.EPISODE_RETURN_KEYS, EPISODE_MEAN_RETURN) if metric == EPISODE_RETURN else (metric,)
+    key = next((key for key in keys if key in series), metric)
+    return key, series.get(key)
 
 
 def collect(runs: list[Run], options: StatsOptions) -> dict:
     """Everything the computation needs, read from the database: per group, per task, the runs' normalised scores
     and curves, and notes on what was left out and why. JSON, so it can be hashed and handed to a worker."""
-    series = {run.pk: score_series(history.metric_series(run), options.metric) for run in runs}
+    keyed = {run.pk: score_series(history.metric_series(run), options.metric) for run in runs}
+    series = {pk: found for pk, (_, found) in keyed.items()}
+    by_means = [pk for pk, (key, found) in keyed.items() if key == EPISODE_MEAN_RETURN and found]
     tasks = sorted({run.experiment.env_id for run in runs})
     references = {task: normalise.reference(task) for task in tasks}
     normalised = all(references.values())
     notes = []
     if not normalised:
-        missing = [task for task in tasks if not references[task]]
+        named = lambda task: task or "runs without an environment id"  # noqa: E731  (a TensorBoard folder's)
+        missing = [named(task) for task in tasks if not references[task]]
         if len(tasks) == 1:
-            notes.append(f"No reference scores for {tasks[0]}: the scores are raw returns, not normalised.")
+            notes.append(f"No reference scores for {named(tasks[0])}: the scores are raw returns, not normalised.")
         else:
             notes.append(f"No reference scores for {', '.join(missing)}: left out, so that the others can be "
                          "normalised and aggregated.")
@@ -152,6 +161,9 @@ def collect(runs: list[Run], options: StatsOptions) -> dict:
                 {"run": run.pk, "seed": run.seed, "score": scale(task, score), "raw": score, "curve": curve})
     if without_score:
         notes.append(f"Runs with no {METRICS[options.metric]} yet: {', '.join(f'#{pk}' for pk in without_score)}.")
+    if by_means:
+        notes.append(f"Scored by {EPISODE_MEAN_RETURN} (the mean return of the last 100 episodes, all their logs "
+                     f"have): {', '.join(f'#{pk}' for pk in by_means)}.")
     return {"options": asdict(options), "normalised": normalised, "tasks": tasks, "groups": groups, "notes": notes,
             "references": {task: references[task] for task in tasks},
             "last_events": {str(pk): seq for pk, seq in compare.stored_through([run.pk for run in runs]).items()},

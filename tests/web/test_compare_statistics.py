@@ -214,3 +214,27 @@ def test_logged_runs_group_by_the_algorithm_their_scripts_name(owner, owner_clie
     assert result["groups"] == ["PPO", "DQN", "ppo_continuous_action", "logged"]
     data = owner_client.get(reverse("compare-data"), {"runs": ",".join(str(run.pk) for run in runs)}).json()
     assert [run["algorithm"] for run in data["runs"]] == result["groups"]
+
+
+def test_runs_whose_logs_hold_only_sb3s_mean_of_the_last_episodes_are_scored_by_it_and_told_so(owner, owner_client):
+    """SB3's TensorBoard logs, followed or imported, have rollout/ep_rew_mean and no value per episode."""
+    from tests.web.test_logged_runs import Api, point
+
+    api, runs = Api(owner), []
+    for seed, final in enumerate((180.0, 220.0)):
+        run_id = api.create(experiment="sb3 through tensorboard", config={"env_id": "CartPole-v1", "seed": seed})
+        api.points(run_id, [point(1, **{"rollout/ep_rew_mean": 20.0}), point(2, **{"rollout/ep_rew_mean": final})])
+        runs.append(Run.objects.get(pk=run_id))
+    result = finished(owner_client, query(runs))
+    assert result["groups"] == ["logged"] and result["runs"] == {"logged": 2}
+    expected = aggregates.aggregate_scores({"logged": np.array([[normalise.normalise("CartPole-v1", 180.0)],
+                                                                [normalise.normalise("CartPole-v1", 220.0)]])},
+                                           reps=compare_stats.REPS)
+    assert result["aggregates"]["logged"]["mean"] == pytest.approx(list(expected["logged"]["mean"]))
+    assert result["notes"] == [f"Scored by rollout/ep_rew_mean (the mean return of the last 100 episodes, all their "
+                               f"logs have): #{runs[0].pk}, #{runs[1].pk}."]
+    unnamed = Run.objects.get(pk=api.create(experiment="a folder", config={}))
+    api.points(unnamed.pk, [point(1, **{"rollout/ep_rew_mean": 5.0})])
+    alone = finished(owner_client, query([unnamed]))
+    assert alone["notes"][0] == "No reference scores for runs without an environment id: the scores are raw returns, " \
+                                "not normalised."
