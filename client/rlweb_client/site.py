@@ -15,6 +15,7 @@ import json
 import os
 import time
 import urllib.parse
+from collections import Counter
 from typing import Any, Iterable, Optional
 
 from rlweb_client.run import VERSION
@@ -74,7 +75,8 @@ class Site:
             runs = self.runs(experiment=experiment)
             ended = sum(run["status"] in FINISHED for run in runs)
             where = f"experiment {experiment}: {ended} of {len(runs)} runs ended" + "".join(
-                f", {count} {status}" for status, count in sorted(counts(runs).items()) if status not in FINISHED)
+                f", {count} {status}" for status, count in sorted(Counter(run["status"] for run in runs).items())
+                if status not in FINISHED)
             if progress and where != said:
                 print(where, flush=True)
                 said = where
@@ -101,10 +103,3 @@ class Site:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"the statistics were not computed within {timeout:g} s: {json.dumps(answer)[:200]}")
             time.sleep(0.5)
-
-
-def counts(runs: list[dict]) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for run in runs:
-        found[run["status"]] = found.get(run["status"], 0) + 1
-    return found

@@ -21,8 +21,8 @@ from tensorboard.compat.proto import summary_pb2
 from tensorboard.util import tensor_util
 
 from rlweb_client.run import Run, init
+from rlweb_client.tensorboard import EVENT_FILE
 
-EVENT_FILE = "events.out.tfevents"
 NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_./ -]")  # the server's rule for metric names; the rest become "_"
 MAX_NAME_LENGTH = 200
 

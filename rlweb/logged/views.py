@@ -49,6 +49,7 @@ def import_tensorboard(request):
 CLIENT = settings.BASE_DIR / "client"
 
 
+@functools.cache
 def client_version() -> str:
     return tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]["version"]
 
@@ -57,10 +58,9 @@ def log_guide(request):
     """How to log runs from a script, an SB3 model or a TensorBoard folder, with this site's address filled in. The
     client's address carries its archive's digest: pip keys the wheels it builds from a URL by it, and would
     otherwise install the build of an older client it kept."""
-    digest = hashlib.sha256(client_zip()).hexdigest()
     return render(request, "logged/log_guide.html", {
-        "site": request.build_absolute_uri("/"), "version": client_version(),
-        "archive_url": request.build_absolute_uri(reverse("client-archive")) + f"#sha256={digest}"})
+        "site": request.build_absolute_uri("/"),
+        "archive_url": request.build_absolute_uri(reverse("client-archive")) + f"#sha256={client_digest()}"})
 
 
 @functools.cache
@@ -76,6 +76,11 @@ def client_zip() -> bytes:
             member.external_attr = 0o644 << 16
             archive.writestr(member, path.read_bytes(), compress_type=zipfile.ZIP_DEFLATED)
     return buffer.getvalue()
+
+
+@functools.cache
+def client_digest() -> str:
+    return hashlib.sha256(client_zip()).hexdigest()
 
 
 @login_not_required  # the client's source, no one's data: pip fetches it without a session
