@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import hashlib
 import itertools
 import json
 import os
@@ -20,7 +21,7 @@ import threading
 import time
 import traceback
 import uuid
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Union
 from urllib.parse import urljoin
 
 from rlweb_client.batches import DEFAULT_MAX_BYTES, count_fitting, max_bytes_of
@@ -40,8 +41,13 @@ class Run:
 
     def __init__(self, api: Api, experiment: str, config: dict, name: Optional[str], offline_dir: str,
                  offline_after: float, retry_delay: float, max_retry_delay: float, max_pending: int,
-                 batch_size: int, flush_interval: float, project: Optional[int] = None):
+                 batch_size: int, flush_interval: float, project: Optional[int] = None,
+                 resume: Optional[int] = None, from_step: Optional[int] = None,
+                 remembered: Optional[RememberedRun] = None):
         self.api = api
+        self.resume_id = resume  # the run to go on logging into (None: a new one)
+        self.from_step = from_step
+        self.remembered = remembered  # resume="auto": the file naming the run this folder started
         self.offline_dir = offline_dir
         self.offline_after = offline_after
         self.retry_delay = retry_delay
@@ -132,6 +138,8 @@ class Run:
             body = {"status": status, "last_seq": self._seq, **({"error": str(error)[-10000:]} if error else {})}
             self._queue.append(("finish", body))
             self._wake.notify_all()
+        if self.remembered is not None and status == "succeeded":  # the next start makes a new run
+            self.remembered.forget()
         atexit.unregister(self._at_exit)
         self._thread.join(timeout)
         if self._thread.is_alive():
@@ -293,23 +301,45 @@ class Run:
     # --- offline
 
     def _create(self) -> None:
-        """Create the run on the server (three tries), else start it offline."""
+        """Create the run on the server, or resume the one asked for (three tries), else start it offline."""
         problem = None
         for attempt in range(3):
             try:
-                answer = self.api.post("/logged-runs", self.init_body)
+                answer = self._resume() if self.resume_id is not None else self.api.post("/logged-runs",
+                                                                                       self.init_body)
                 self.id = int(answer["id"])
                 self._points_max_bytes = max_bytes_of(answer)
                 self.url = urljoin(self.api.site, str(answer.get("url") or ""))
+                if self.remembered is not None:
+                    self.remembered.write(self.id, self.url)
                 return
             except Unreachable as error:
                 problem = error
                 if attempt < 2:
                     time.sleep(self.retry_delay * 2 ** attempt)
-            except (Refused, KeyError, TypeError, ValueError) as error:
+            except Refused as error:
+                if self.resume_id is None or error.status != 404:
+                    problem = error
+                    break
+                if self.remembered is None:
+                    raise ValueError(f"cannot resume run {self.resume_id} at {self.api.site}: {error.detail}") from None
+                self._report("gone", f"run {self.resume_id}, which this folder started, is gone from "
+                                     f"{self.api.site}; starting a new run")
+                self.resume_id = self.from_step = None
+            except (KeyError, TypeError, ValueError) as error:
                 problem = error
                 break
         self._go_offline(f"could not start the run at {self.api.site} ({problem})")
+
+    def _resume(self) -> dict:
+        """Go on logging into run `resume_id`: the points number on after its stored ones, the steps and the clock
+        go on from where it stands (after `from_step`'s forgetting)."""
+        body = {key: self.init_body[key] for key in ("host", "command", "git_commit", "client_version")}
+        answer = self.api.post(f"/logged-runs/{self.resume_id}/resume", {**body, "from_step": self.from_step})
+        self._seq = int(answer["next_seq"]) - 1
+        self._step = int(answer["step"])
+        self.started = time.monotonic() - float(answer["seconds"])
+        return answer
 
     def _go_offline(self, reason: str) -> None:
         with self._lock:
@@ -322,7 +352,9 @@ class Run:
             return
         try:
             offline = OfflineFile(self.offline_dir, self.local_id)
-            offline.write({"op": "init", **self.init_body, "local_id": self.local_id, "server": self.api.site})
+            resume = {"resume": self.resume_id, "from_step": self.from_step} if self.resume_id is not None else {}
+            offline.write({"op": "init", **self.init_body, **resume, "local_id": self.local_id,
+                           "server": self.api.site})
             if self.id is not None:
                 offline.write({"op": "synced", "run_id": self.id})
         except OSError as error:
@@ -391,12 +423,19 @@ def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Opt
          config: Any = None, name: Optional[str] = None, offline_dir: Optional[str] = None, *,
          offline_after: float = 60.0, retry_delay: float = 0.5, max_retry_delay: float = 30.0,
          max_pending: int = 1_000_000, batch_size: int = 1000, flush_interval: float = 0.35,
-         project: Optional[int] = None) -> Run:
+         project: Optional[int] = None, resume: Union[int, str, None] = None, from_step: Optional[int] = None
+         ) -> Run:
     """Start a run of `experiment` on the rlweb site at `url` (default: $RLWEB_URL) with an API token (default:
     $RLWEB_TOKEN), in the project of id `project` (default: $RLWEB_PROJECT, else your private space; one you own or
     edit: its members see the run). `config` is a JSON object (a dict, or an argparse Namespace). Without a server
     answer the run goes on in a file in `offline_dir` (default ./rlweb-offline). `offline_after`: seconds of outage
-    before that; `retry_delay` and `max_retry_delay`: the first and the longest back-off between tries."""
+    before that; `retry_delay` and `max_retry_delay`: the first and the longest back-off between tries.
+
+    `resume` (default: $RLWEB_RESUME) goes on logging into an existing run instead of starting one, for a script
+    started again after a crash, a preemption, or to train longer: a run's id, or "auto" for the run this folder
+    (`offline_dir`) last started with the same site, experiment, name, project and config and did not finish
+    `succeeded` (none: a new run). `from_step`: the env step the script goes on from (its checkpoint's); what the
+    run logged past it is forgotten, so no step is drawn twice. Without it everything is kept."""
     url = url or os.environ.get("RLWEB_URL")
     token = token or os.environ.get("RLWEB_TOKEN")
     if not url or not token:
@@ -420,9 +459,65 @@ def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Opt
             raise ValueError(f"the project is a project's id (a whole number), not {project!r}") from None
         if project < 1:
             raise ValueError(f"the project is a project's id (a whole number from 1), not {project}")
+    if from_step is not None and (isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 0):
+        raise ValueError(f"from_step is an env step (a whole number, 0 or more), not {from_step!r}")
     api = Api(url, token, user_agent=f"rlweb-client/{VERSION}")
-    return Run(api, experiment, config, name, offline_dir or os.path.join(os.getcwd(), "rlweb-offline"),
-               offline_after, retry_delay, max_retry_delay, max_pending, batch_size, flush_interval, project)
+    offline_dir = offline_dir or os.path.join(os.getcwd(), "rlweb-offline")
+    remembered = None
+    if resume is None and os.environ.get("RLWEB_RESUME"):
+        resume = os.environ["RLWEB_RESUME"]
+    if resume == "auto":
+        remembered = RememberedRun(offline_dir, [api.site, experiment, name or "", project, config])
+        resume = remembered.run_id()
+        if resume is None:
+            from_step = None  # a new run: nothing to forget
+    elif resume is not None:
+        resume = run_id_of(resume)
+    if from_step is not None and resume is None and remembered is None:
+        raise ValueError("from_step goes with resume: the run to go on logging into")
+    return Run(api, experiment, config, name, offline_dir, offline_after, retry_delay, max_retry_delay, max_pending,
+               batch_size, flush_interval, project, resume, from_step, remembered)
+
+
+def run_id_of(value: Any) -> int:
+    """`resume`'s run id (a whole number from 1, or its digits), else ValueError."""
+    try:
+        number = int(value) if not isinstance(value, (bool, float)) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or number < 1:
+        raise ValueError(f'resume is a run\'s id (a whole number from 1) or "auto", not {value!r}')
+    return number
+
+
+class RememberedRun:
+    """For resume="auto": a small file in the offline folder naming the run that a script of this site, experiment,
+    name, project and config started there, until it finishes succeeded."""
+
+    def __init__(self, folder: str, key: list):
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+        self.path = os.path.join(folder, f"resume-{digest}.json")
+
+    def run_id(self) -> Optional[int]:
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                return run_id_of(json.load(handle)["run"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write(self, run_id: int, url: str) -> None:
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            with open(self.path, "w", encoding="utf-8") as handle:
+                json.dump({"run": run_id, "url": url}, handle)
+        except OSError as error:
+            print(f"rlweb: cannot write {self.path} ({error}); a restart will not resume this run", file=sys.stderr)
+
+    def forget(self) -> None:
+        try:
+            os.remove(self.path)
+        except OSError:
+            pass
 
 
 def as_number(value: Any):

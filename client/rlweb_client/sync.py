@@ -19,7 +19,8 @@ from rlweb_client.run import VERSION
 from rlweb_client.transport import Api, Refused, Unreachable
 
 POINTS_PER_REQUEST = 1000
-INIT_ONLY = ("op", "local_id", "server")  # fields of the init line that are not part of the request
+INIT_ONLY = ("op", "local_id", "server", "resume", "from_step")  # fields of the init line not sent to create a run
+RESUME_FIELDS = ("host", "command", "git_commit", "client_version")
 
 
 class Skipped(Exception):
@@ -59,11 +60,13 @@ def sync_file(path: Path, url: Optional[str], token: Optional[str]) -> None:
     if not site or not token:
         raise Skipped("give the site's address and an API token (--url and --token, or RLWEB_URL and RLWEB_TOKEN)")
     api = Api(site, token, user_agent=f"rlweb-client/{VERSION}")
+    offsets = next((record for record in synced if "seq_offset" in record), {})
     if run_id is None:
-        answer = api.post("/logged-runs", {key: value for key, value in init.items() if key not in INIT_ONLY})
-        run_id = answer["id"]
-        append_record(path, {"op": "synced", "run_id": run_id})
-        print(f"{path.name}: created run {run_id}: {urljoin(api.site, str(answer.get('url') or ''))}")
+        run_id, offsets = start_run(api, path, init)
+        append_record(path, {"op": "synced", "run_id": run_id, **offsets})
+    seq_offset, time_offset = offsets.get("seq_offset", 0), offsets.get("time_offset", 0.0)
+    if seq_offset or time_offset:  # a run resumed offline: its points number on after those stored before
+        records = [(line, shifted(record, seq_offset, time_offset)) for line, record in records]
     found = api.get(f"/logged-runs/{run_id}")
     stored_through, max_bytes = found["stored_through"] or 0, max_bytes_of(found)
     uploaded_lines = {record["line"] for record in synced if "line" in record}
@@ -105,6 +108,35 @@ def sync_file(path: Path, url: Optional[str], token: Optional[str]) -> None:
             append_record(path, {"op": "synced", "run_id": run_id, "finished": True})
             print(f"{path.name}: run {run_id} {record.get('status')}")
     send_waiting()
+
+
+def start_run(api: Api, path: Path, init: dict) -> tuple:
+    """The run the file's points go to: a new one, or the one it resumes (`init(resume=...)` while offline); its id
+    and, for a resumed run, how far its points' seqs and times are shifted (they were numbered from 1 and 0 s)."""
+    if init.get("resume") is not None:
+        body = {key: init[key] for key in RESUME_FIELDS if key in init}
+        try:
+            answer = api.post(f"/logged-runs/{init['resume']}/resume", {**body, "from_step": init.get("from_step")})
+        except Refused as error:
+            if error.status != 404:
+                raise
+            print(f"{path.name}: run {init['resume']}, which it resumes, is gone ({error.detail}); making a new run")
+        else:
+            print(f"{path.name}: resumed run {answer['id']}: {urljoin(api.site, str(answer.get('url') or ''))}")
+            return answer["id"], {"seq_offset": answer["next_seq"] - 1, "time_offset": answer["seconds"]}
+    answer = api.post("/logged-runs", {key: value for key, value in init.items() if key not in INIT_ONLY})
+    print(f"{path.name}: created run {answer['id']}: {urljoin(api.site, str(answer.get('url') or ''))}")
+    return answer["id"], {}
+
+
+def shifted(record: dict, seq_offset: int, time_offset: float) -> dict:
+    """An offline line of a resumed run with its points' seqs and times (and its finish's last seq) shifted."""
+    if record.get("op") == "points":
+        return {**record, "points": [{**point, "seq": point["seq"] + seq_offset,
+                                      "time": round(point["time"] + time_offset, 3)} for point in record["points"]]}
+    if record.get("op") == "finish" and record.get("last_seq"):
+        return {**record, "last_seq": record["last_seq"] + seq_offset}
+    return record
 
 
 def main(argv=None) -> int:

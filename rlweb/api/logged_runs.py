@@ -226,6 +226,33 @@ def import_tensorboard(request, experiment: str = Form(..., min_length=1, max_le
                                   "url": request.build_absolute_uri(run.get_absolute_url())} for run in made]})
 
 
+class ResumeIn(Body):
+    from_step: int | None = Field(None, ge=0, le=LARGEST_NUMBER, description=(
+        "The env step the script goes on from (its checkpoint's): what the run logged past it (points, videos, "
+        "checkpoints) is forgotten. None: everything is kept, and the script goes on after it."))
+    host: str = Field("", max_length=200)
+    command: str = Field("", max_length=10_000)
+    git_commit: str = Field("", max_length=64)
+    client_version: str = Field("", max_length=50)
+
+
+class Resumed(Created):
+    step: int = Field(description="The step the run goes on from.")
+    seconds: float = Field(description="The time of its last event kept, in seconds since it started: the script's "
+                                       "clock goes on from there.")
+
+
+@router.post("/{run_id}/resume", response=Resumed)
+def resume(request, run_id: int, body: ResumeIn):
+    """Go on logging into the run from a script started again (after a crash, a preemption, or to train longer),
+    whatever the run's status: it is running again, its log says so, and its points go on from `next_seq`. 404
+    for a run that is not yours (or not logged), 403 for a project you only view."""
+    run = owned_logged_run(request, run_id)
+    where = runs.resume(run, **body.dict())
+    return {"id": run.pk, "experiment_id": run.experiment_id, "url": request.build_absolute_uri(run.get_absolute_url()),
+            "points_max_bytes": points_max_bytes(), **where}
+
+
 @router.get("/{run_id}", response=LoggedRunOut)
 def detail(request, run_id: int):
     """Its status and the highest point seq stored: a restarted script sends the points after it."""

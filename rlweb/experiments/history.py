@@ -174,22 +174,33 @@ def forget_after(run: Run, checkpoint: Checkpoint | None) -> int:
     one), so the next attempt's events follow on with no step reported twice or left out; the charts'
     summary of the metrics is rebuilt from what is kept when it held any of them. Returns the seq of the
     last event kept (0: none)."""
-    events, checkpoints, videos = Event.objects.filter(run=run), run.checkpoints.all(), run.videos.all()
-    step = kept_seq = 0
-    if checkpoint is not None:
-        step = checkpoint.step
-        marker = (checkpoint.reported_event()
-                  or events.filter(step__lte=step).order_by("-seq").first())
-        kept_seq = marker.seq if marker else 0
-        events = events.filter(seq__gt=kept_seq)
+    if checkpoint is None:
+        return forget_events_after(run, 0, None)
+    marker = (checkpoint.reported_event()
+              or Event.objects.filter(run=run, step__lte=checkpoint.step).order_by("-seq").first())
+    return forget_events_after(run, marker.seq if marker else 0, checkpoint.step)
+
+
+def forget_after_step(run: Run, step: int) -> int:
+    """As `forget_after`, for a script that goes on from env step `step` (a logged run: no checkpoint of ours to
+    go by): its events from the first one past `step` on, and its checkpoints and videos past `step`."""
+    first_past = Event.objects.filter(run=run, step__gt=step).order_by("seq").values_list("seq", flat=True).first()
+    return forget_events_after(run, run.stored_seq() if first_past is None else first_past - 1, step)
+
+
+def forget_events_after(run: Run, kept_seq: int, step: int | None) -> int:
+    """Delete the events after `kept_seq` and the checkpoints and videos after `step` (None: every one); the run
+    goes on from `step`. Returns `kept_seq`."""
+    checkpoints, videos = run.checkpoints.all(), run.videos.all()
+    if step is not None:
         checkpoints, videos = checkpoints.filter(step__gt=step), videos.filter(step__gt=step)
-    events.delete()
+    Event.objects.filter(run=run, seq__gt=kept_seq).delete()
     checkpoints.delete()  # the models' post_delete signals remove their files too
     videos.delete()
     if MetricBucket.objects.filter(run=run, last_seq__gt=kept_seq).exists():
         rebuild_summary(run.pk)
-    run.steps_done = run.start_step = step
-    Run.objects.filter(pk=run.pk).update(steps_done=step, start_step=step)
+    run.steps_done = run.start_step = step or 0
+    Run.objects.filter(pk=run.pk).update(steps_done=run.steps_done, start_step=run.steps_done)
     return kept_seq
 
 

@@ -105,13 +105,15 @@ def attempt_fields(resuming: bool, now) -> dict:
             "start_step": 0, "auto_resumes": 0}
 
 
-def forget_dead_attempt(run: Run, checkpoint: Checkpoint | None) -> None:
-    """Forget what the run reported after `checkpoint` (everything without one), and raise `last_seq` above
-    every seq an earlier attempt may have sent (stored, or only streamed before its worker died), so the next
-    attempt's events number on after all of them, one seq apart: a page still following the dead attempt
-    then sees a gap, and the live stream tells it to reload (the forgotten seqs are recorded for that)."""
+def forget_dead_attempt(run: Run, checkpoint: Checkpoint | None, after_step: int | None = None) -> None:
+    """Forget what the run reported after `checkpoint` (everything without one; after env step `after_step` when
+    given: a logged run's script going on from there), and raise `last_seq` above every seq an earlier attempt
+    may have sent (stored, or only streamed before its worker died), so the next attempt's events number on after
+    all of them, one seq apart: a page still following the dead attempt then sees a gap, and the live stream
+    tells it to reload (the forgotten seqs are recorded for that)."""
     sent = max(run.last_seq, run.stored_seq(), streamed_seq(run.pk))
-    kept = history.forget_after(run, checkpoint)
+    kept = (history.forget_after(run, checkpoint) if after_step is None
+            else history.forget_after_step(run, after_step))
     forgotten, high = list(run.forgotten_seqs), sent
     if sent > kept and not any(after <= kept and sent <= through for after, through in forgotten):
         high = sent + 1

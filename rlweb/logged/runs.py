@@ -30,7 +30,7 @@ from pathlib import Path
 import redis
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.db.models import F
+from django.db.models import F, Max
 from django.db.models.functions import Greatest
 from django.utils import timezone
 from trainer.events import make_event
@@ -271,6 +271,51 @@ def seconds_since_start(run: Run) -> float:
     return max(0.0, (timezone.now() - run.started_at).total_seconds()) if run.started_at else 0.0
 
 
+# --- resume ----------------------------------------------------------------------------------------------
+
+def resume(run: Run, from_step: int | None = None, host: str = "", command: str = "", git_commit: str = "",
+           client_version: str = "") -> dict:
+    """Its script, started again (after a crash, a preemption, or to train longer), goes on logging into the run,
+    which is running again whatever its status. With `from_step` (the step of the checkpoint the script goes on
+    from) what it logged past that step is forgotten, its points, videos and checkpoints, so no step is drawn
+    twice; a page that drew them reloads. The log says which attempt ended, how, and where the next one goes on.
+    Returns where it goes on: the last step and the last point's time (the script's clock goes on from there)."""
+    with transaction.atomic():
+        logged = LoggedRun.objects.select_for_update().get(pk=run.pk)
+        run.refresh_from_db()
+        interrupted, reason, forgotten_before = run.status, run.error, len(run.forgotten_seqs)
+        if from_step is not None:
+            lifecycle.forget_dead_attempt(run, None, after_step=from_step)
+        clear_stream = len(run.forgotten_seqs) > forgotten_before
+        kept = Event.objects.filter(run=run).aggregate(step=Max("step"), seconds=Max("time"))
+        step = max(run.steps_done, kept["step"] or 0) if from_step is None else from_step
+        seconds = float(kept["seconds"] or 0.0)
+        now = timezone.now()
+        Run.objects.filter(pk=run.pk).update(status=Status.RUNNING, finished_at=None, error="", heartbeat_at=now,
+                                             attempts=F("attempts") + 1, worker_host=host[:200] or run.worker_host)
+        LoggedRun.objects.filter(pk=run.pk).update(
+            **{field: value for field, value in (("host", host), ("command", command), ("git_commit", git_commit),
+                                                 ("client_version", client_version)) if value})
+        run.refresh_from_db()
+        values = {"attempt": run.attempts - 1, "interrupted": interrupted, "reason": resume_reason(interrupted, reason),
+                  "from_step": step, "script": host or "an unknown host", "forgot_after": from_step is not None}
+        events = store(run, [make_event("resumed", step, seconds, values)])
+    if clear_stream:  # the forgotten events: a page following them sees the gap and reloads
+        lifecycle.forget_streams([run.pk])
+    stream(run.pk, events)
+    return {"next_seq": logged.stored_through + 1, "step": step, "seconds": seconds}
+
+
+def resume_reason(status: str, error: str) -> str:
+    """How the attempt before a resume ended, in a few words."""
+    if status == Status.RUNNING:
+        return "its script stopped without finishing the run"
+    if status == Status.FAILED:
+        return error.strip().splitlines()[-1][:300] if error.strip() else "its script reported a failure"
+    return error[:300] if error else {Status.SUCCEEDED: "it had finished", Status.CANCELLED: "it was cancelled",
+                                      Status.LOST: "its script went silent"}.get(status, status)
+
+
 # --- the end -----------------------------------------------------------------------------------------------
 
 def finish(run: Run, status: str, last_seq: int = 0, error: str = "", reason: str = "") -> str:
@@ -332,7 +377,7 @@ def store(run: Run, events: list[dict]) -> list[tuple[dict, str]]:
     transaction; returns them as records (with their seq) and their JSON, for the live stream."""
     if not events:
         return []
-    seq = run.stored_seq()
+    seq = max(run.last_seq, run.stored_seq())  # after every seq a resume forgot (`resume`)
     records = [{"seq": seq + number, **event} for number, event in enumerate(events, start=1)]
     texts = [rows.json_text(record) for record in records]  # the values are finite numbers, or text
     rows.insert(Event, ("seq", "kind", "step", "time", "values"), "[" + ",".join(texts) + "]", run_id=run.pk)
