@@ -28,7 +28,7 @@ from rlweb_client.batches import DEFAULT_MAX_BYTES, count_fitting, max_bytes_of
 from rlweb_client.offline import OfflineFile
 from rlweb_client.transport import Api, Refused, Unreachable
 
-VERSION = "0.2.0"
+VERSION = "0.3.0"
 STATUSES = ("succeeded", "failed", "cancelled")
 DROP_NOTES = 10  # values the server dropped (NaN, a bad name) are reported on stderr up to this many times
 LIMITS = {"experiment": 200, "name": 200}  # the server's, in characters
@@ -434,8 +434,9 @@ def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Opt
     `resume` (default: $RLWEB_RESUME) goes on logging into an existing run instead of starting one, for a script
     started again after a crash, a preemption, or to train longer: a run's id, or "auto" for the run this folder
     (`offline_dir`) last started with the same site, experiment, name, project and config and did not finish
-    `succeeded` (none: a new run). `from_step`: the env step the script goes on from (its checkpoint's); what the
-    run logged past it is forgotten, so no step is drawn twice. Without it everything is kept."""
+    `succeeded` (none: a new run). `from_step`: the env step the script goes on from (its checkpoint's, 0 when it
+    starts over); what the run logged past it is forgotten, so no step is drawn twice. Without it everything is
+    kept. A new run ignores it."""
     url = url or os.environ.get("RLWEB_URL")
     token = token or os.environ.get("RLWEB_TOKEN")
     if not url or not token:

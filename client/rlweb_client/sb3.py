@@ -87,7 +87,9 @@ class RlwebCallback(BaseCallback):
     between saved models (0: none), each uploaded from `checkpoint_dir` (default ./rlweb-checkpoints/<experiment>);
     keep the files until the run has ended. `video_folder`: a folder whose new .mp4 files are uploaded after each
     rollout and at the end (SB3's VecVideoRecorder writes one there as it finishes recording, in the training's
-    own thread, so a file found is whole). `finish_at_end=False` keeps a run it made open after `learn()`, for
+    own thread, so a file found is whole). With `resume` ("auto" or a run's id, see `init`) the run goes on from the
+    model's step count (a model loaded from its checkpoint, learning with `reset_num_timesteps=False`), what was
+    logged past it forgotten, unless `from_step` says otherwise. `finish_at_end=False` keeps a run it made open after `learn()`, for
     another `learn(..., reset_num_timesteps=False)` with the same callback; finish it with `callback.run.finish()`."""
 
     def __init__(self, experiment: Optional[str] = None, *, run: Optional[Run] = None, config: Optional[dict] = None,
@@ -113,7 +115,10 @@ class RlwebCallback(BaseCallback):
                                "for a new run, or pass finish_at_end=False to go on in one run")
         if self.run is None:
             config = {**model_config(self.model, self.training_env), **self.extra_config}
-            self.run = init(experiment=self.experiment, config=config, **self.init_options)
+            options = dict(self.init_options)
+            if options.get("resume", os.environ.get("RLWEB_RESUME")) and "from_step" not in options:
+                options["from_step"] = self.model.num_timesteps  # a loaded model goes on from its step count
+            self.run = init(experiment=self.experiment, config=config, **options)
         outputs = self.model.logger.output_formats  # a learn() that resets the step count makes a new logger
         if not any(isinstance(output, RunWriter) and output.run is self.run for output in outputs):
             outputs.append(RunWriter(self.run))

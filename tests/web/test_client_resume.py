@@ -33,7 +33,7 @@ config = {"total_timesteps": args.total_timesteps, "learning_rate": 0.01}
 
 start = json.load(open("agent.json"))["step"] if os.path.exists("agent.json") else 0
 run = rlweb_client.init(experiment="preemptible", config=config, offline_dir="offline", resume=args.resume,
-                        from_step=start or None)
+                        from_step=start)
 for step in range(start, args.total_timesteps):
     if step == args.kill_at:
         while run.pending:  # what was logged reached the server (else the points since the last send are lost)

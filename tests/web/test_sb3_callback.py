@@ -4,7 +4,9 @@ as the run's config, checkpoints uploaded, and the run ended when learn() return
 
 from __future__ import annotations
 
+import atexit
 import sys
+import time
 import zipfile
 
 import pytest
@@ -70,3 +72,39 @@ def test_a_ppo_model_learning_with_the_callback_is_a_run_with_its_episodes_setti
 
     with pytest.raises(RuntimeError, match="ended when the last learn\\(\\) returned"):
         model.learn(256, callback=callback)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_loaded_from_its_checkpoint_goes_on_in_the_same_run_with_resume_auto(live_server, owner, tmp_path):
+    """A preempted SB3 job: trained to 1,024 steps and killed (its run still running), then started again from its
+    step-512 checkpoint with `resume="auto"`: the same run goes on from step 512, what came after it forgotten."""
+    from rlweb_client.sb3 import RlwebCallback
+
+    _, token = ApiToken.issue(owner, "sb3")
+    options = {"experiment": "sb3-preempted", "url": live_server.url, "token": token, "checkpoint_every": 512,
+               "checkpoint_dir": str(tmp_path / "checkpoints"), "offline_dir": str(tmp_path / "offline"),
+               "flush_interval": 0.05, "resume": "auto", "finish_at_end": False}
+    settings = {"n_steps": 256, "batch_size": 64, "n_epochs": 1, "seed": 3, "device": "cpu"}
+    first = RlwebCallback(**options)
+    stable_baselines3.PPO("MlpPolicy", "CartPole-v1", **settings).learn(1024, callback=first)
+    while first.run.pending:  # what it logged reached the server; then it dies without finishing
+        time.sleep(0.05)
+    atexit.unregister(first.run._at_exit)  # as a killed process never finishes it
+    run_id = first.run.id
+    assert Run.objects.get(pk=run_id).steps_done == 1024
+
+    model = stable_baselines3.PPO.load(tmp_path / "checkpoints" / "step_512.zip", device="cpu")
+    model.set_env(stable_baselines3.common.env_util.make_vec_env("CartPole-v1", n_envs=1, seed=3))
+    second = RlwebCallback(**{**options, "finish_at_end": True})
+    model.learn(512, callback=second, reset_num_timesteps=False)
+
+    assert second.run.id == run_id
+    run = Run.objects.get(pk=run_id)
+    assert run.status == Run.Status.SUCCEEDED and run.attempts == 2 and run.steps_done == 1024
+    resumed = Event.objects.get(run=run, kind="resumed")
+    assert resumed.step == 512 and resumed.values["forgot_after"] is True
+    steps = [step for step, _ in stored_values(run, "rollout/episode_return")]
+    first_after = [step for step in steps if step > 512]
+    assert first_after and all(event.seq > resumed.seq for event in Event.objects.filter(
+        run=run, step__gt=512, kind="episode"))  # everything past step 512 is the second attempt's
+    assert steps == sorted(steps)
