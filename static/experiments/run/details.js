@@ -277,6 +277,7 @@ export function addLogLine(event) {
   where.className = "log-where";
   where.textContent = `step ${event.step} · ${event.time.toFixed(1)} s`;
   const text = document.createElement("span");
+  text.className = "log-text";
   text.textContent = logText(event);
   item.append(where, text);
   if (event.kind === "failed" && event.values.traceback) {
