@@ -233,9 +233,9 @@ function logText(event) {
     }
     case "resumed":  // a resumed attempt: why the one before ended, and where this one goes on from
       if (values.script) {  // a logged run's script started again (rlweb_client.init(resume=...))
-        return `attempt ${values.attempt} ${values.interrupted === "running" ? "stopped" : values.interrupted}: ` +
-          `${values.reason}. Its script on ${values.script} goes on from step ${values.from_step}` +
-          (values.forgot_after ? ", forgetting what was logged after it" : "");
+        return `attempt ${values.attempt} ${values.interrupted === "running" ? "ended" : values.interrupted}: ` +
+          `${values.reason}. Resumed by its script on ${values.script} from step ${values.from_step}` +
+          (values.forgot_after ? "; what was logged after that step is forgotten" : "");
       }
       return `attempt ${values.attempt} ${values.interrupted}: ${values.reason} Resumed ` +
         (values.checkpoint ? `from the ${values.checkpoint} checkpoint at step ${values.from_step}` : "from scratch (no checkpoint)");
