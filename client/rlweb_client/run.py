@@ -27,9 +27,11 @@ from urllib.parse import urljoin
 from rlweb_client.batches import DEFAULT_MAX_BYTES, count_fitting, max_bytes_of
 from rlweb_client.offline import OfflineFile
 from rlweb_client.transport import Api, Refused, Unreachable
+from rlweb_client.videos import StepsByTime, VideoFolder
 
 VERSION = "0.3.0"
 STATUSES = ("succeeded", "failed", "cancelled")
+VIDEO_LOOK_SECONDS = 2.0  # between looks into `video_folder`
 DROP_NOTES = 10  # values the server dropped (NaN, a bad name) are reported on stderr up to this many times
 LIMITS = {"experiment": 200, "name": 200}  # the server's, in characters
 MAX_CONFIG_BYTES = 64 * 1024  # the server's, as JSON
@@ -43,7 +45,7 @@ class Run:
                  offline_after: float, retry_delay: float, max_retry_delay: float, max_pending: int,
                  batch_size: int, flush_interval: float, project: Optional[int] = None,
                  resume: Optional[int] = None, from_step: Optional[int] = None,
-                 remembered: Optional[RememberedRun] = None):
+                 remembered: Optional[RememberedRun] = None, video_folder=None):
         self.api = api
         self.resume_id = resume  # the run to go on logging into (None: a new one)
         self.from_step = from_step
@@ -69,6 +71,8 @@ class Run:
         self._queue: collections.deque = collections.deque()  # ("points", point) | ("file", op) | ("finish", body)
         self._seq = 0
         self._step = -1
+        self.videos = VideoFolder(video_folder) if video_folder is not None else None
+        self._steps_by_time = StepsByTime()  # when each step was logged: where a video found later goes
         self._batch_limit = batch_size  # halved while the server answers 413 to a batch
         self._points_max_bytes = DEFAULT_MAX_BYTES  # a points request's body, as the server bounds it
         self._offline: Optional[OfflineFile] = None
@@ -82,6 +86,10 @@ class Run:
         self._create()
         self._thread = threading.Thread(target=self._send_loop, name="rlweb-client", daemon=True)
         self._thread.start()
+        self._videos_stop = threading.Event()
+        if self.videos is not None:
+            self._videos_thread = threading.Thread(target=self._watch_videos, name="rlweb-videos", daemon=True)
+            self._videos_thread.start()
         atexit.register(self._at_exit)
 
     # --- what the script calls
@@ -107,6 +115,8 @@ class Run:
             if step < 0:
                 raise ValueError(f"step must be 0 or more, not {step}")
             self._step = step
+            if self.videos is not None:
+                self._steps_by_time.add(time.time(), step)
             self._seq += 1
             seconds = time.monotonic() - self.started if elapsed is None else float(elapsed)
             self._queue.append(("points", {"seq": self._seq, "step": step, "time": round(seconds, 3),
@@ -131,6 +141,10 @@ class Run:
         the offline file. Never raises for the network; a second call does nothing."""
         if status not in STATUSES:
             raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
+        if self.videos is not None and not self._videos_stop.is_set():
+            self._videos_stop.set()
+            self._videos_thread.join()
+            self._send_new_videos(final=True)  # the script has ended: its recorder closed its last video
         with self._lock:
             if self._closing:
                 return
@@ -168,7 +182,22 @@ class Run:
             self.finish("failed", "".join(traceback.format_exception(kind, error, trace)))
         return False
 
-    # --- the background thread
+    # --- the background threads
+
+    def _watch_videos(self) -> None:
+        """Upload the videos that appear in `video_folder` until finish(), each at the step logged last."""
+        while not self._videos_stop.wait(VIDEO_LOOK_SECONDS):
+            try:
+                self._send_new_videos()
+            except Exception as error:  # a bug of ours must not end the script: the videos just stop
+                self._report("videos", f"stopped looking for videos in {self.videos.folder} ({error!r})")
+                return
+
+    def _send_new_videos(self, final: bool = False) -> None:
+        for path in self.videos.new_videos(final):
+            with self._lock:
+                step = self._steps_by_time.after(path.stat().st_mtime) if self._step >= 0 else 0
+            self._log_file("video", path, step)
 
     def _send_loop(self) -> None:
         try:
@@ -423,8 +452,8 @@ def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Opt
          config: Any = None, name: Optional[str] = None, offline_dir: Optional[str] = None, *,
          offline_after: float = 60.0, retry_delay: float = 0.5, max_retry_delay: float = 30.0,
          max_pending: int = 1_000_000, batch_size: int = 1000, flush_interval: float = 0.35,
-         project: Optional[int] = None, resume: Union[int, str, None] = None, from_step: Optional[int] = None
-         ) -> Run:
+         project: Optional[int] = None, resume: Union[int, str, None] = None, from_step: Optional[int] = None,
+         video_folder=None) -> Run:
     """Start a run of `experiment` on the rlweb site at `url` (default: $RLWEB_URL) with an API token (default:
     $RLWEB_TOKEN), in the project of id `project` (default: $RLWEB_PROJECT, else your private space; one you own or
     edit: its members see the run). `config` is a JSON object (a dict, or an argparse Namespace). Without a server
@@ -436,7 +465,11 @@ def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Opt
     (`offline_dir`) last started with the same site, experiment, name, project and config and did not finish
     `succeeded` (none: a new run). `from_step`: the env step the script goes on from (its checkpoint's, 0 when it
     starts over); what the run logged past it is forgotten, so no step is drawn twice. Without it everything is
-    kept. A new run ignores it."""
+    kept. A new run ignores it.
+
+    `video_folder`: a folder where the script's recorder writes episode videos (Gymnasium's `RecordVideo`,
+    CleanRL's `videos/{run_name}`): each new .mp4 is uploaded once whole, at the step logged first after its
+    recorder last wrote it (the step of the episode it filmed, whose return the script logs as it ends)."""
     url = url or os.environ.get("RLWEB_URL")
     token = token or os.environ.get("RLWEB_TOKEN")
     if not url or not token:
@@ -477,7 +510,7 @@ def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Opt
     if from_step is not None and resume is None and remembered is None:
         raise ValueError("from_step goes with resume: the run to go on logging into")
     return Run(api, experiment, config, name, offline_dir, offline_after, retry_delay, max_retry_delay, max_pending,
-               batch_size, flush_interval, project, resume, from_step, remembered)
+               batch_size, flush_interval, project, resume, from_step, remembered, video_folder)
 
 
 def run_id_of(value: Any) -> int:

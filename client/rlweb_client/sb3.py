@@ -24,6 +24,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import KVWriter
 
 from rlweb_client.run import Run, init
+from rlweb_client.videos import VideoFolder
 
 __all__ = ["RlwebCallback", "model_config"]
 
@@ -104,8 +105,7 @@ class RlwebCallback(BaseCallback):
         self.checkpoint_every = int(checkpoint_every)
         self.checkpoint_dir = checkpoint_dir or os.path.join(os.getcwd(), "rlweb-checkpoints", experiment or "run")
         self.owns_run, self.finish_at_end, self.init_options = run is None, finish_at_end, init_options
-        self.video_folder = video_folder
-        self.videos_sent: set[str] = set()
+        self.videos = VideoFolder(video_folder) if video_folder else None
         self.ended = False
         self.saved_at = 0  # the env step of the last checkpoint saved
 
@@ -153,11 +153,7 @@ class RlwebCallback(BaseCallback):
         self.saved_at = self.num_timesteps
 
     def send_videos(self) -> None:
-        """Upload the videos that appeared in `video_folder` since the last look, at the current step."""
-        if not self.video_folder or not os.path.isdir(self.video_folder):
-            return
-        for name in sorted(os.listdir(self.video_folder)):
-            path = os.path.join(self.video_folder, name)
-            if name.endswith(".mp4") and path not in self.videos_sent and os.path.isfile(path):
-                self.run.log_video(path, step=self.num_timesteps)
-                self.videos_sent.add(path)
+        """Upload the videos that appeared in `video_folder` since the last look, at the current step (SB3's
+        recorder writes each in this thread: a file found is whole)."""
+        for path in self.videos.new_videos(final=True) if self.videos is not None else ():
+            self.run.log_video(path, step=self.num_timesteps)

@@ -84,6 +84,9 @@ def add_watch_command(commands) -> None:
     command.add_argument("--interval", type=float, default=2.0, help="seconds between looks (default 2)")
     command.add_argument("--until-idle", action="store_true",
                          help="end once every run found has finished, instead of waiting for more")
+    command.add_argument("--videos", type=Path, default=None,
+                         help="a folder of episode videos: each run's are in VIDEOS/<its folder's name>, as CleanRL's "
+                              "--capture-video writes them (videos/NAME beside runs/NAME); uploaded as they appear")
     command.add_argument("--project", type=int, default=None, help="a project's id (default: $RLWEB_PROJECT)")
     command.add_argument("--url", default=os.environ.get("RLWEB_URL"), help="the rlweb site (default: $RLWEB_URL)")
     command.add_argument("--token", default=os.environ.get("RLWEB_TOKEN"), help="an API token (default: $RLWEB_TOKEN)")

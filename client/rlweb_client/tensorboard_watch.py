@@ -22,6 +22,7 @@ from tensorboard.util import tensor_util
 
 from rlweb_client.run import Run, init
 from rlweb_client.tensorboard import EVENT_FILE
+from rlweb_client.videos import StepsByTime, VideoFolder
 
 NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_./ -]")  # the server's rule for metric names; the rest become "_"
 MAX_NAME_LENGTH = 200
@@ -48,8 +49,9 @@ def run_folders(folder: Path) -> list[Path]:
 class FollowedRun:
     """One folder of event files and the run its scalars go to."""
 
-    def __init__(self, folder: Path, name: str, run: Run):
-        self.folder, self.name, self.run = folder, name, run
+    def __init__(self, folder: Path, name: str, run: Run, videos: Optional[VideoFolder] = None):
+        self.folder, self.name, self.run, self.videos = folder, name, run, videos
+        self.steps = StepsByTime()  # when each step was written: a video goes by its file's time
         self.loaders: dict[Path, EventFileLoader] = {}
         self.grew_at = time.monotonic()
         self.ended = False
@@ -67,23 +69,34 @@ class FollowedRun:
                 if values:
                     if self.first_wall_time is None:
                         self.first_wall_time = event.wall_time
-                    self.run.log(values, step=max(0, int(event.step)),
-                                 elapsed=max(0.0, event.wall_time - self.first_wall_time))
+                    step = max(0, int(event.step))
+                    self.steps.add(event.wall_time, step)
+                    self.run.log(values, step=step, elapsed=max(0.0, event.wall_time - self.first_wall_time))
                     sent += 1
         if sent:
             self.grew_at, self.points = time.monotonic(), self.points + sent
+        self.send_videos()
         return sent
 
+    def send_videos(self, final: bool = False) -> None:
+        for path in self.videos.new_videos(final) if self.videos is not None else ():
+            step = self.steps.after(path.stat().st_mtime)
+            self.run.log_video(path, step=step)
+            print(f"{self.name}: video {path.name} at step {step:,}", flush=True)
+
     def finish(self, why: str) -> None:
+        self.send_videos(final=True)
         self.run.finish()
         self.ended = True
         print(f"{self.name}: finished after {self.points:,} points ({why})", flush=True)
 
 
 def watch(folder: Path, experiment: str, url: Optional[str], token: Optional[str], idle: float = 600.0,
-          interval: float = 2.0, until_idle: bool = False, project: Optional[int] = None) -> int:
+          interval: float = 2.0, until_idle: bool = False, project: Optional[int] = None,
+          videos: Optional[Path] = None) -> int:
     """Follow `folder` until interrupted (or, with `until_idle`, until every run found has finished); 0 at the end,
-    1 with why when it cannot start."""
+    1 with why when it cannot start. With `videos`, the mp4 files in `videos/<run folder's name>` (where CleanRL's
+    `--capture-video` writes them: runs/NAME and videos/NAME) go to that run as they appear."""
     if not url or not token:
         print("give the site's address and an API token (--url and --token, or RLWEB_URL and RLWEB_TOKEN)")
         return 1
@@ -98,7 +111,8 @@ def watch(folder: Path, experiment: str, url: Optional[str], token: Optional[str
                     name = folder.resolve().name if name == "." else name
                     run = init(url, token, experiment=experiment, name=name[:MAX_NAME_LENGTH], project=project,
                                config={"tensorboard_folder": str(run_folder.resolve())})
-                    followed[run_folder] = FollowedRun(run_folder, name, run)
+                    found = VideoFolder(videos / name) if videos is not None else None
+                    followed[run_folder] = FollowedRun(run_folder, name, run, found)
                     print(f"{name}: run at {run.url}", flush=True)
             now = time.monotonic()
             for entry in followed.values():
@@ -123,4 +137,4 @@ def main(arguments) -> int:
         print("--idle and --interval are a number of seconds above 0", file=sys.stderr)
         return 1
     return watch(arguments.folder, arguments.experiment, arguments.url, arguments.token, arguments.idle,
-                 arguments.interval, arguments.until_idle, arguments.project)
+                 arguments.interval, arguments.until_idle, arguments.project, arguments.videos)
