@@ -27,6 +27,7 @@ from urllib.parse import urljoin
 from rlweb_client.batches import DEFAULT_MAX_BYTES, count_fitting, max_bytes_of
 from rlweb_client.offline import OfflineFile
 from rlweb_client.transport import Api, Refused, Unreachable
+from rlweb_client.system import SystemSampler, interval_seconds
 from rlweb_client.videos import StepsByTime, VideoFolder
 
 VERSION = "0.3.0"
@@ -45,7 +46,7 @@ class Run:
                  offline_after: float, retry_delay: float, max_retry_delay: float, max_pending: int,
                  batch_size: int, flush_interval: float, project: Optional[int] = None,
                  resume: Optional[int] = None, from_step: Optional[int] = None,
-                 remembered: Optional[RememberedRun] = None, video_folder=None):
+                 remembered: Optional[RememberedRun] = None, video_folder=None, system_seconds: float = 0.0):
         self.api = api
         self.resume_id = resume  # the run to go on logging into (None: a new one)
         self.from_step = from_step
@@ -90,6 +91,10 @@ class Run:
         if self.videos is not None:
             self._videos_thread = threading.Thread(target=self._watch_videos, name="rlweb-videos", daemon=True)
             self._videos_thread.start()
+        self.system_seconds = system_seconds
+        if system_seconds > 0:
+            self._system = SystemSampler()
+            threading.Thread(target=self._sample_system, name="rlweb-system", daemon=True).start()
         atexit.register(self._at_exit)
 
     # --- what the script calls
@@ -117,15 +122,18 @@ class Run:
             self._step = step
             if self.videos is not None:
                 self._steps_by_time.add(time.time(), step)
-            self._seq += 1
-            seconds = time.monotonic() - self.started if elapsed is None else float(elapsed)
-            self._queue.append(("points", {"seq": self._seq, "step": step, "time": round(seconds, 3),
-                                           "values": numbers}))
-            if len(self._queue) == 1 or len(self._queue) % self.batch_size == 0:
-                self._wake.notify()
-            if len(self._queue) > self.max_pending and self._offline is None and not self._overflow:
-                self._overflow = True
-                self._wake.notify()
+            self._queue_point(step, elapsed, numbers)
+
+    def _queue_point(self, step: int, elapsed: Optional[float], numbers: dict) -> None:
+        """(With the lock.)"""
+        self._seq += 1
+        seconds = time.monotonic() - self.started if elapsed is None else float(elapsed)
+        self._queue.append(("points", {"seq": self._seq, "step": step, "time": round(seconds, 3), "values": numbers}))
+        if len(self._queue) == 1 or len(self._queue) % self.batch_size == 0:
+            self._wake.notify()
+        if len(self._queue) > self.max_pending and self._offline is None and not self._overflow:
+            self._overflow = True
+            self._wake.notify()
 
     def log_video(self, path, step: int) -> None:
         """Upload an episode video (mp4, webm or gif) shown at env step `step`. The file is read in the background:
@@ -192,6 +200,20 @@ class Run:
             except Exception as error:  # a bug of ours must not end the script: the videos just stop
                 self._report("videos", f"stopped looking for videos in {self.videos.folder} ({error!r})")
                 return
+
+    def _sample_system(self) -> None:
+        """A `system/...` point every `system_seconds`, at the step logged last, until finish()."""
+        while True:
+            time.sleep(self.system_seconds)
+            try:
+                values = self._system.sample()
+            except Exception as error:  # a bug of ours must not end the script: the samples just stop
+                self._report("system", f"stopped sampling system metrics ({error!r})")
+                return
+            with self._lock:
+                if self._closing or self._ended:
+                    return
+                self._queue_point(max(self._step, 0), None, values)
 
     def _send_new_videos(self, final: bool = False) -> None:
         for path in self.videos.new_videos(final):
@@ -453,7 +475,7 @@ def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Opt
          offline_after: float = 60.0, retry_delay: float = 0.5, max_retry_delay: float = 30.0,
          max_pending: int = 1_000_000, batch_size: int = 1000, flush_interval: float = 0.35,
          project: Optional[int] = None, resume: Union[int, str, None] = None, from_step: Optional[int] = None,
-         video_folder=None) -> Run:
+         video_folder=None, system_metrics: Optional[float] = None) -> Run:
     """Start a run of `experiment` on the rlweb site at `url` (default: $RLWEB_URL) with an API token (default:
     $RLWEB_TOKEN), in the project of id `project` (default: $RLWEB_PROJECT, else your private space; one you own or
     edit: its members see the run). `config` is a JSON object (a dict, or an argparse Namespace). Without a server
@@ -469,7 +491,11 @@ def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Opt
 
     `video_folder`: a folder where the script's recorder writes episode videos (Gymnasium's `RecordVideo`,
     CleanRL's `videos/{run_name}`): each new .mp4 is uploaded once whole, at the step logged first after its
-    recorder last wrote it (the step of the episode it filmed, whose return the script logs as it ends)."""
+    recorder last wrote it (the step of the episode it filmed, whose return the script logs as it ends).
+
+    `system_metrics`: seconds between samples of what the process uses (`system/cpu_percent`, `system/rss_mb`, the
+    machine's memory, and the GPU when the script uses CUDA through torch), logged at the step logged last; 0 for
+    none; default $RLWEB_SYSTEM_METRICS_SECONDS, else 10."""
     url = url or os.environ.get("RLWEB_URL")
     token = token or os.environ.get("RLWEB_TOKEN")
     if not url or not token:
@@ -495,6 +521,7 @@ def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Opt
             raise ValueError(f"the project is a project's id (a whole number from 1), not {project}")
     if from_step is not None and (isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 0):
         raise ValueError(f"from_step is an env step (a whole number, 0 or more), not {from_step!r}")
+    system_seconds = interval_seconds(system_metrics)
     api = Api(url, token, user_agent=f"rlweb-client/{VERSION}")
     offline_dir = offline_dir or os.path.join(os.getcwd(), "rlweb-offline")
     remembered = None
@@ -510,7 +537,7 @@ def init(url: Optional[str] = None, token: Optional[str] = None, experiment: Opt
     if from_step is not None and resume is None and remembered is None:
         raise ValueError("from_step goes with resume: the run to go on logging into")
     return Run(api, experiment, config, name, offline_dir, offline_after, retry_delay, max_retry_delay, max_pending,
-               batch_size, flush_interval, project, resume, from_step, remembered, video_folder)
+               batch_size, flush_interval, project, resume, from_step, remembered, video_folder, system_seconds)
 
 
 def run_id_of(value: Any) -> int:

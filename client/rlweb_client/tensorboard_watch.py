@@ -110,7 +110,8 @@ def watch(folder: Path, experiment: str, url: Optional[str], token: Optional[str
                     name = run_folder.relative_to(folder).as_posix()
                     name = folder.resolve().name if name == "." else name
                     run = init(url, token, experiment=experiment, name=name[:MAX_NAME_LENGTH], project=project,
-                               config={"tensorboard_folder": str(run_folder.resolve())})
+                               config={"tensorboard_folder": str(run_folder.resolve())},
+                               system_metrics=0)  # this process is not the training script
                     found = VideoFolder(videos / name) if videos is not None else None
                     followed[run_folder] = FollowedRun(run_folder, name, run, found)
                     print(f"{name}: run at {run.url}", flush=True)

@@ -4,7 +4,7 @@ A logged run is a run like any other: an `Experiment` (algorithm `LOGGED`, reuse
 become `Event` rows with the charts' summary (history.summarize) in one transaction, then entries of its Redis live
 stream with the same ids, so the run page, its live charts, the compare page, the CSV and notes work unchanged.
 A point becomes one metric event (kind `eval` when it holds an `eval/` value, `episode` with a `rollout/` one,
-else `train`): the charts draw every numeric key of those kinds, whatever its name.
+`time` when every value is a `system/` or `time/` one, else `train`): the charts draw every numeric key of those kinds, whatever its name.
 
 The client numbers its points (`seq` 1, 2, 3, ...) and may send one twice (a retry after a lost answer): a point
 at or below the highest seq stored (`LoggedRun.stored_through`) is dropped as a repeat, under the run's row lock,
@@ -219,11 +219,14 @@ def value_refused(value) -> str | None:
 @functools.lru_cache(maxsize=4096)
 def kind_of(names: tuple[str, ...]) -> str:
     """The event kind a point with values of these names is stored as: `eval` or `episode` (the run page's
-    evaluation box and episode count read those), else `train`. The charts draw every key of every metric kind."""
+    evaluation box and episode count read those), `time` for system figures alone, else `train`. The charts draw
+    every key of every metric kind."""
     if any(name.startswith("eval/") for name in names):
         return "eval"
     if any(name.startswith("rollout/") for name in names):
         return "episode"
+    if names and all(name.startswith(("system/", "time/")) for name in names):
+        return "time"  # the client's system samples, as a worker's run reports them
     return "train"
 
 

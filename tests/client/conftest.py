@@ -31,7 +31,7 @@ def start_run(server, tmp_path):
     def start(**options):
         settings = {"experiment": "ppo-cartpole", "config": {"learning_rate": 0.00025},
                     "offline_dir": str(tmp_path / "offline"), "retry_delay": 0.05, "max_retry_delay": 0.4,
-                    "flush_interval": 0.05, **options}
+                    "flush_interval": 0.05, "system_metrics": 0, **options}  # samples: test_system.py
         run = rlweb_client.init(settings.pop("url", server.url), settings.pop("token", server.token), **settings)
         runs.append(run)
         return run

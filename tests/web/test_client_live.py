@@ -16,6 +16,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 
 from rlweb.api.models import ApiToken
 from rlweb.experiments.models import Checkpoint, Event, Run, Video
@@ -80,7 +82,8 @@ def start_script(folder: Path, url: str, token: str, *options: str) -> subproces
     (folder / "train.py").write_text(SCRIPT)
     return subprocess.Popen([sys.executable, "train.py", "--seed", "3", "--out", "out.json", *options], cwd=folder,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(CLIENT), "RLWEB_URL": url, "RLWEB_TOKEN": token})
+                            env={**os.environ, "PYTHONPATH": str(CLIENT), "RLWEB_URL": url, "RLWEB_TOKEN": token,
+                                 "RLWEB_SYSTEM_METRICS_SECONDS": "0.2"})
 
 
 def result_of(script: subprocess.Popen, folder: Path) -> dict:
@@ -168,6 +171,11 @@ def test_a_cleanrl_style_script_logs_through_the_client_and_the_server_stores_wh
     assert_stored_as_logged(run, result["logged"], tmp_path)
     assert result["url"] == live_server.url + run.get_absolute_url()
     assert result["stderr"] == "" and not (tmp_path / "offline").exists()
+    samples = [event.values for event in Event.objects.filter(run=run, kind="time")]  # the client's, every 0.2 s
+    assert samples and all(sample["system/rss_mb"] > 10 and sample["system/cpu_percent"] >= 0 for sample in samples)
+    drawn = Client()
+    drawn.force_login(owner)
+    assert "system/cpu_percent" in drawn.get(reverse("run-history", args=[run.pk])).json()["metrics"]
 
 
 def test_a_script_that_cannot_reach_the_server_is_uploaded_later_by_sync(live_server, owner, tmp_path):
