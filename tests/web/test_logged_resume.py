@@ -126,3 +126,14 @@ def test_only_the_runs_owner_or_an_editor_resumes_a_logged_run_and_bad_steps_are
     assert Run.objects.get(pk=shared).status == Run.Status.CANCELLED
     assert not Event.objects.filter(kind="resumed").exists()
 
+
+
+def test_the_page_of_a_logged_run_that_did_not_succeed_says_how_its_script_goes_on_in_it(api, owner_client):
+    run_id = api.create()
+    hint = f"resume={run_id}, from_step=STEP"
+    assert hint not in owner_client.get(reverse("run-detail", args=[run_id])).content.decode()  # running
+    api.post(f"/api/logged-runs/{run_id}/finish", {"status": "failed", "error": "killed"})
+    assert hint in owner_client.get(reverse("run-detail", args=[run_id])).content.decode()
+    resume(api, run_id)
+    api.post(f"/api/logged-runs/{run_id}/finish", {"status": "succeeded"})
+    assert hint not in owner_client.get(reverse("run-detail", args=[run_id])).content.decode()
