@@ -6,6 +6,7 @@ workers, wait for their runs, read their metrics and statistics. A thin layer ov
     runs = site.wait(experiment["id"])              # every run ended: their final evaluations, statuses, ...
     curves = [site.metrics(run["id"])["eval/return_mean"] for run in runs]
     stats = site.statistics([run["id"] for run in runs])  # rliable's IQM and intervals, once computed
+    path = site.download(site.checkpoints(runs[0]["id"])[0])  # then trainer.load(path) evaluates it here
 
 A refusal (a bad hyperparameter, a run that is not yours) raises `Refused` with the API's detail, by field."""
 
@@ -16,6 +17,7 @@ import os
 import time
 import urllib.parse
 from collections import Counter
+from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from rlweb_client.run import VERSION
@@ -85,6 +87,42 @@ class Site:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"{where} after {timeout:g} s")
             time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+
+    def cancel(self, run_id: int) -> str:
+        """Stop a run: `cancelled` (it had not started, or was logged from a script), `stopping` (it saves a final
+        checkpoint, then ends cancelled) or `ended` (it had ended already)."""
+        return self.api.post(f"/runs/{int(run_id)}/cancel", {})["outcome"]
+
+    def resume(self, run_id: int) -> str:
+        """Queue a cancelled or lost run again from its latest checkpoint (`queued`); `Refused` (409) says why not."""
+        return self.api.post(f"/runs/{int(run_id)}/resume", {})["outcome"]
+
+    def change(self, run_id: int, **values) -> dict:
+        """Change live hyperparameters of a running run (`change(run_id, learning_rate=1e-4)`), checked as on its
+        page; the recorded change, which its worker applies at its next step. `Refused` names a bad value."""
+        return self.api.post(f"/runs/{int(run_id)}/hyperparameters", {"values": values})["change"]
+
+    def events(self, run_id: int, kinds: Optional[str] = None) -> list[dict]:
+        """Every stored event of a run, not downsampled, in order (`kinds`: e.g. "eval" or "train,episode")."""
+        found, after = [], 0
+        while after is not None:
+            page = self.get(f"/runs/{int(run_id)}/events", after=after, kinds=kinds)
+            found += page["events"]
+            after = page["next_after"]
+        return found
+
+    def checkpoints(self, run_id: int) -> list[dict]:
+        """The run's checkpoints: id, step, tag (periodic, best, final) and `download_url`."""
+        return self.get(f"/runs/{int(run_id)}/checkpoints")
+
+    def videos(self, run_id: int) -> list[dict]:
+        """The run's episode videos, newest first: id, step, episode_return and `download_url`."""
+        return self.get(f"/runs/{int(run_id)}/videos")
+
+    def download(self, item: dict, folder=".", name: Optional[str] = None) -> Path:
+        """Save a checkpoint or video (an item of `checkpoints` or `videos`) into `folder`, named as the site names
+        it unless `name`; its path. A trained run's checkpoint loads with `trainer.load(path)`."""
+        return self.api.download(item["download_url"], folder, name)
 
     def metrics(self, run_id: int) -> dict:
         """Every metric of a run, downsampled as its page draws them: {key: {"step": [...], "value": [...], ...}}

@@ -8,11 +8,14 @@ import http.client
 import json
 import mimetypes
 import os
+import re
+import shutil
 import socket
 import urllib.error
 import urllib.request
 import uuid
-from typing import Any, Optional
+from pathlib import Path
+from typing import Any, Callable, Optional
 
 REQUEST_TIMEOUT = 20.0  # seconds for one request's connection and each read
 RETRYABLE = {408, 425, 429}  # 4xx answers that mean "later"; every 5xx means it too
@@ -65,12 +68,37 @@ class Api:
         return self.send("POST", path, b"".join(parts), {"Content-Type": f"multipart/form-data; boundary={boundary}"})
 
     def send(self, method: str, path: str, data: Optional[bytes], headers: dict) -> Any:
-        request = urllib.request.Request(self.base + path, data=data, method=method, headers={
+        body = self.request(method, self.base + path, data, headers, lambda answer: answer.read())
+        try:
+            return json.loads(body) if body else {}
+        except ValueError:
+            raise Unreachable(f"the answer to {method} {path} is not JSON (is {self.site} an rlweb site?)") from None
+
+    def download(self, path: str, folder, name: Optional[str] = None) -> Path:
+        """GET the file at `path` (a site path, as an API's `download_url` gives it) into `folder`, named `name` or as
+        the server names it; whole or not at all: it is written beside as `.part`, renamed once complete."""
+        def save(answer) -> Path:
+            named = re.findall(r'filename="?([^";]+)"?', answer.headers.get("Content-Disposition", ""))
+            target = Path(folder) / os.path.basename(name or (named[0] if named else path.rstrip("/").split("/")[-1]))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_name(target.name + ".part")
+            try:
+                with open(partial, "wb") as handle:
+                    shutil.copyfileobj(answer, handle, 1 << 20)
+                os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)
+            return target
+
+        return self.request("GET", self.site.rstrip("/") + path, None, {}, save)
+
+    def request(self, method: str, url: str, data: Optional[bytes], headers: dict, read: Callable) -> Any:
+        """`read(answer)` of the request's answer; Unreachable or Refused for a failure, as the module says."""
+        request = urllib.request.Request(url, data=data, method=method, headers={
             **headers, "Authorization": f"Bearer {self.token}", "Accept": "application/json",
             "User-Agent": self.user_agent})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
-                body = answer.read()
+            answer = urllib.request.urlopen(request, timeout=self.timeout)
         except urllib.error.HTTPError as error:
             detail = error_detail(error)
             if error.code >= 500 or error.code in RETRYABLE:
@@ -78,10 +106,11 @@ class Api:
             raise Refused(error.code, detail) from None
         except (urllib.error.URLError, http.client.HTTPException, socket.timeout, OSError) as error:
             raise Unreachable(str(getattr(error, "reason", None) or error) or type(error).__name__) from None
-        try:
-            return json.loads(body) if body else {}
-        except ValueError:
-            raise Unreachable(f"the answer to {method} {path} is not JSON (is {self.site} an rlweb site?)") from None
+        with answer:
+            try:
+                return read(answer)
+            except (http.client.HTTPException, socket.timeout, ConnectionError) as error:  # the body cut short; a
+                raise Unreachable(str(error) or type(error).__name__) from None  # file's own error is an OSError
 
 
 def error_detail(error: urllib.error.HTTPError) -> str:

@@ -18,10 +18,12 @@ def busy(seconds: float) -> None:
         sum(range(1000))
 
 
-def test_cpu_percent_is_about_one_busy_core_then_about_none_when_idle():
+def test_cpu_percent_is_the_cpu_time_the_process_took_over_the_wall_time_then_about_none_when_idle():
     sampler = SystemSampler()
-    busy(0.6)
-    assert 60 <= sampler.sample()["system/cpu_percent"] <= 130  # one thread busy: 100, give or take a loaded machine
+    cpu, wall = time.process_time(), time.monotonic()
+    busy(0.6)  # a core's share, however loaded the machine is
+    took = 100 * (time.process_time() - cpu) / (time.monotonic() - wall)
+    assert took > 5 and sampler.sample()["system/cpu_percent"] == pytest.approx(took, abs=5)
     time.sleep(0.6)
     assert sampler.sample()["system/cpu_percent"] < 30
 
@@ -66,7 +68,7 @@ def test_a_run_sends_a_system_sample_every_interval_at_the_step_logged_last(serv
     samples = [point for point in server.points() if "system/cpu_percent" in point["values"]]
     assert len(samples) >= 2
     assert all(point["step"] == 100 and point["values"]["system/rss_mb"] > 10 for point in samples)
-    assert max(point["values"]["system/cpu_percent"] for point in samples) > 50
+    assert max(point["values"]["system/cpu_percent"] for point in samples) > 5  # busy, on a machine loaded or not
     seqs = [point["seq"] for point in server.points()]
     assert seqs == list(range(1, len(seqs) + 1))  # one numbering for the script's points and the samples
 

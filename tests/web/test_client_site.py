@@ -3,14 +3,18 @@ trained by the real task function, wait for them, read their metrics and statist
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 
+import numpy as np
 import pytest
+import trainer
 from django.db import connection
 
 from rlweb.api.models import ApiToken
 from rlweb.experiments.models import Run
+from rlweb.experiments.redis_keys import changes_key, redis_client
 from rlweb.experiments.tasks import train_run
 from tests.web.helpers import TINY_DQN, TINY_STEPS
 from tests.web.test_tensorboard_import import CLIENT
@@ -20,7 +24,7 @@ if str(CLIENT) not in sys.path:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_notebook_launches_waits_for_and_reads_an_experiment(live_server, owner, capsys):
+def test_a_notebook_launches_waits_for_and_reads_an_experiment(live_server, owner, capsys, tmp_path):
     import rlweb_client
 
     _, token = ApiToken.issue(owner, "notebook")
@@ -56,3 +60,38 @@ def test_a_notebook_launches_waits_for_and_reads_an_experiment(live_server, owne
     assert Run.objects.get(pk=runs[0]["id"]).eval_return_mean == metrics["eval/return_mean"]["value"][-1]
     stats = site.statistics([run["id"] for run in runs])
     assert stats["state"] == "done" and stats["groups"] == ["dqn"] and len(stats["aggregates"]["dqn"]["iqm"]) == 3
+
+    evaluations = site.events(runs[0]["id"], kinds="eval")  # every one, page after page
+    assert [event["values"]["eval/return_mean"] for event in evaluations] == metrics["eval/return_mean"]["value"]
+    final = next(item for item in site.checkpoints(runs[0]["id"]) if item["tag"] == "final")
+    path = site.download(final, tmp_path / "downloads")
+    assert path.parent == tmp_path / "downloads" and path.suffix == ".zip" and not list(path.parent.glob("*.part"))
+    agent = trainer.load(str(path))  # evaluated here, as a notebook would
+    assert agent.predict(np.zeros(4, dtype=np.float32)) in (0, 1)
+    assert site.download(final, tmp_path, name="best.zip").read_bytes() == path.read_bytes()
+
+    assert site.cancel(runs[0]["id"]) == "ended"
+    with pytest.raises(rlweb_client.Refused, match="cancelled or lost") as refused:
+        site.resume(runs[0]["id"])
+    assert refused.value.status == 409
+    with pytest.raises(rlweb_client.Refused, match="Only a running run") as refused:
+        site.change(runs[0]["id"], learning_rate=0.0005)
+    assert refused.value.status == 409
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_notebook_steers_a_running_run_and_cancels_a_queued_one(live_server, owner, make_experiment):
+    import rlweb_client
+
+    _, token = ApiToken.issue(owner, "notebook")
+    site = rlweb_client.Site(live_server.url, token)
+    running, queued = (Run.objects.create(experiment=make_experiment(), total_steps=TINY_STEPS, status=status)
+                       for status in (Run.Status.RUNNING, Run.Status.QUEUED))
+    change = site.change(running.pk, learning_rate=0.0005)
+    assert change["values"] == {"learning_rate": 0.0005}
+    assert json.loads(redis_client().lpop(changes_key(running.pk)))["values"] == {"learning_rate": 0.0005}  # for its worker
+    with pytest.raises(rlweb_client.Refused) as refused:
+        site.change(running.pk, learning_rate=-1)
+    assert refused.value.status == 422 and "learning_rate" in refused.value.detail
+    assert site.cancel(queued.pk) == "cancelled"
+    assert Run.objects.get(pk=queued.pk).status == Run.Status.CANCELLED
