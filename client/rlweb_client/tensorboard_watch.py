@@ -10,6 +10,7 @@ imports it: `import rlweb_client` does not."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -20,7 +21,7 @@ from tensorboard.backend.event_processing.event_file_loader import EventFileLoad
 from tensorboard.compat.proto import summary_pb2
 from tensorboard.util import tensor_util
 
-from rlweb_client.run import Run, init
+from rlweb_client.run import RememberedRun, Run, init
 from rlweb_client.tensorboard import EVENT_FILE
 from rlweb_client.videos import StepsByTime, VideoFolder
 
@@ -91,6 +92,28 @@ class FollowedRun:
         print(f"{self.name}: finished after {self.points:,} points ({why})", flush=True)
 
 
+def start_run(url: str, token: str, experiment: str, name: str, project: Optional[int], config: dict) -> Run:
+    """The folder's run: the one a watcher started for it before (from this working folder), sent again from its
+    start, so that a watcher started again doubles nothing and loses nothing; else a new one."""
+    remembered = RememberedRun(os.path.join(os.getcwd(), "rlweb-offline"),
+                               ["watch", url.rstrip("/"), experiment, name, project, config])
+    options = {"experiment": experiment, "name": name, "project": project, "config": config,
+               "system_metrics": 0}  # this process is not the training script
+    known = remembered.run_id()
+    if known is not None:
+        try:
+            run = init(url, token, resume=known, from_step=0, **options)
+            print(f"{name}: this watcher followed it before, into run {known}: sending it there again from its start",
+                  flush=True)
+            return run
+        except ValueError:  # gone from the site: a new run
+            pass
+    run = init(url, token, **options)
+    if run.id is not None:
+        remembered.write(run.id, run.url or "")
+    return run
+
+
 def watch(folder: Path, experiment: str, url: Optional[str], token: Optional[str], idle: float = 600.0,
           interval: float = 2.0, until_idle: bool = False, project: Optional[int] = None,
           videos: Optional[Path] = None) -> int:
@@ -109,9 +132,8 @@ def watch(folder: Path, experiment: str, url: Optional[str], token: Optional[str
                 if run_folder not in followed:
                     name = run_folder.relative_to(folder).as_posix()
                     name = folder.resolve().name if name == "." else name
-                    run = init(url, token, experiment=experiment, name=name[:MAX_NAME_LENGTH], project=project,
-                               config={"tensorboard_folder": str(run_folder.resolve())},
-                               system_metrics=0)  # this process is not the training script
+                    run = start_run(url, token, experiment, name[:MAX_NAME_LENGTH], project,
+                                    {"tensorboard_folder": str(run_folder.resolve())})
                     found = VideoFolder(videos / name) if videos is not None else None
                     followed[run_folder] = FollowedRun(run_folder, name, run, found)
                     print(f"{name}: run at {run.url}", flush=True)

@@ -183,7 +183,11 @@ def forget_after(run: Run, checkpoint: Checkpoint | None) -> int:
 
 def forget_after_step(run: Run, step: int) -> int:
     """As `forget_after`, for a script that goes on from env step `step` (a logged run: no checkpoint of ours to
-    go by): its events from the first one past `step` on, and its checkpoints and videos past `step`."""
+    go by): its events from the first one past `step` on, and its checkpoints and videos past `step`. Step 0 is a
+    script starting over: everything after the run's "started" event goes, files included."""
+    if step == 0:
+        started = Event.objects.filter(run=run, kind="started").order_by("seq").values_list("seq", flat=True).first()
+        return forget_events_after(run, started or 0, None)
     first_past = Event.objects.filter(run=run, step__gt=step).order_by("seq").values_list("seq", flat=True).first()
     return forget_events_after(run, run.stored_seq() if first_past is None else first_past - 1, step)
 

@@ -137,3 +137,16 @@ def test_the_page_of_a_logged_run_that_did_not_succeed_says_how_its_script_goes_
     resume(api, run_id)
     api.post(f"/api/logged-runs/{run_id}/finish", {"status": "succeeded"})
     assert hint not in owner_client.get(reverse("run-detail", args=[run_id])).content.decode()
+
+
+def test_resuming_from_step_0_starts_the_run_over_step_0_points_and_files_included(api, owner_client):
+    run_id = api.create()
+    api.points(run_id, [{"seq": 1, "step": 0, "time": 0.0, "values": {"eval/return_mean": 9.0}},
+                        {"seq": 2, "step": 100, "time": 1.0, "values": {"loss": 1.0}}])
+    assert api.upload(run_id, "video", 0, b"a first video", "episode.mp4").status_code == 201
+    resume(api, run_id, from_step=0)
+    kinds = list(Event.objects.filter(run_id=run_id).order_by("seq").values_list("kind", flat=True))
+    assert kinds == ["started", "resumed"] and not Video.objects.filter(run_id=run_id).exists()
+    assert drawn(owner_client, run_id) == {}
+    api.points(run_id, [{"seq": 3, "step": 0, "time": 0.0, "values": {"eval/return_mean": 9.5}}])
+    assert drawn(owner_client, run_id)["eval/return_mean"]["value"] == [9.5]  # once, the new attempt's

@@ -70,3 +70,32 @@ def test_a_folder_written_by_summarywriters_is_followed_live_one_run_per_folder(
                  .values_list("time", flat=True))  # from the events' own wall times, not from when they were read
     assert times[0] == 0.0 and times == sorted(times) and times[-1] < 30
     assert "ppo_1: finished after 50 points (its files did not grow for 8 s)" in out, out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_watcher_killed_and_started_again_goes_on_in_the_same_run_with_every_scalar_once(live_server, owner,
+                                                                                          tmp_path):
+    _, token = ApiToken.issue(owner, "watch")
+    command = [sys.executable, "-m", "rlweb_client", "watch-tensorboard", "runs", "--experiment", "watched",
+               "--idle", "4", "--interval", "0.2", "--until-idle"]
+    options = {"cwd": tmp_path, "text": True, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE,
+               "env": {**os.environ, "PYTHONPATH": str(CLIENT), "RLWEB_URL": live_server.url, "RLWEB_TOKEN": token}}
+    writer = SummaryWriter(str(tmp_path / "runs" / "ppo_1"))
+    source = write(writer, range(0, 30), 1.5)
+    first = subprocess.Popen(command, **options)
+    try:
+        run = wait_for(lambda: Run.objects.filter(experiment__name="watched").first(), 30, "the run")
+        wait_for(lambda: len(stored(run.pk)) == 30, 30, "the first scalars")
+    finally:
+        first.kill()  # as a closed terminal or a lost SSH session ends it: no finish
+        first.communicate()
+    source |= write(writer, range(30, 50), 1.5)
+    writer.close()
+    again = subprocess.run(command, timeout=60, **options)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"ppo_1: this watcher followed it before, into run {run.pk}" in again.stdout
+    assert list(Run.objects.filter(experiment__name="watched").values_list("pk", flat=True)) == [run.pk]
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED and run.attempts == 2
+    assert stored(run.pk) == source  # every scalar, once
+    assert Event.objects.filter(run=run, kind="train").count() == 50
