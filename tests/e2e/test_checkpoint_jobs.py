@@ -135,13 +135,26 @@ def test_a_job_asked_while_its_run_trains_is_done_at_once_and_a_waiting_one_is_c
     assert not errors
 
 
+def submit_job(page) -> None:
+    """Ask the job, again when the checkpoint chosen was replaced meanwhile (a new best one, live while the run
+    trains: the form then offers the new one, and a user asks again)."""
+    for _ in range(3):
+        with page.expect_response(lambda response: response.request.method == "POST" and "/jobs" in response.url):
+            page.click("#checkpoint-job-form button[type=submit]")
+        page.wait_for_timeout(300)  # the answer taken in: a refusal shows by the field
+        if "replaces the one before" not in (page.text_content("#checkpoint-job-field-errors") or ""):
+            return
+        page.wait_for_timeout(1000)  # the live event of the new checkpoint reaches the form
+    pytest.fail("the checkpoint chosen was replaced three times in a row")
+
+
 def cancel_waiting_jobs(page, jobs_url: str) -> None:
     """Ask two jobs while the jobs worker is paused, and cancel both from the page."""
     page.fill("#id_episodes", "5")
-    page.click("#checkpoint-job-form button[type=submit]")
+    submit_job(page)
     page.wait_for_selector("#checkpoint-jobs li[data-status=queued] form.job-cancel button")
     page.select_option("#id_kind", "video")
-    page.click("#checkpoint-job-form button[type=submit]")
+    submit_job(page)
     try:
         page.wait_for_function("document.querySelectorAll('#checkpoint-jobs li[data-status=queued]').length === 2")
     except PlaywrightTimeoutError:  # once in a fresh-clone CI, with both posts answered 200: what the page showed

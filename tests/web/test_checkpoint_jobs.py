@@ -96,14 +96,18 @@ def test_a_job_goes_to_the_named_queue_of_its_run(owner_client, make_experiment,
     assert queued_jobs(live_redis, "cpu") == []
 
 
+CHOOSE_AGAIN = ("Choose one of this run's checkpoints (a new best or final one replaces the one before: the list "
+                "shows it now).")
+
+
 @pytest.mark.parametrize("data, field, message", [
     (dict(kind="evaluate", episodes="0"), "episodes", "Ensure this value is greater than or equal to 1."),
     (dict(kind="evaluate", episodes="101"), "episodes", "Ensure this value is less than or equal to 100."),
     (dict(kind="evaluate", episodes="ten"), "episodes", "Enter a whole number."),
     (dict(kind="evaluate", episodes=""), "episodes", "How many episodes: 1 to 100."),
     (dict(kind="train", episodes="3"), "kind", "Select a valid choice. train is not one of the available choices."),
-    (dict(checkpoint="other", kind="video"), "checkpoint", "Choose one of this run's checkpoints."),
-    (dict(checkpoint="999999", kind="video"), "checkpoint", "Choose one of this run's checkpoints."),
+    (dict(checkpoint="other", kind="video"), "checkpoint", CHOOSE_AGAIN),
+    (dict(checkpoint="999999", kind="video"), "checkpoint", CHOOSE_AGAIN),
 ])
 def test_bad_input_is_refused_next_to_its_field_and_nothing_is_queued(
         owner_client, trained_run, final, make_experiment, live_redis, django_capture_on_commit_callbacks,
