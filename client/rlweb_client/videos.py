@@ -1,7 +1,9 @@
 """Episode videos a script writes into a folder (Gymnasium's `RecordVideo`, CleanRL's `--capture-video`, SB3's
 `VecVideoRecorder`), found as they appear so that the run uploads each one once. A recorder writes a video while
-its episode runs: a file counts as whole once its size and modification time are the same at two looks and it was
-last written `settle` seconds before, or at once when the script has ended (`final`).
+its episode runs, and ffmpeg may hold its output back for seconds: a file counts as whole once its MP4 boxes span it
+and hold the `moov` box ffmpeg writes last (`whole_mp4`), its size and modification time are the same at two looks,
+and it was last written `settle` seconds before; or at once when the recorder is done (`final`: the script ended,
+or SB3's recorder, which writes in the training thread).
 
 A video goes at the step the script logged first after its recorder last wrote it (`StepsByTime`): a recorder
 closes a video as its episode ends, and the script logs that episode's return right after, at its step."""
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import struct
 import time
 from pathlib import Path
 
@@ -40,10 +43,33 @@ class VideoFolder:
                 continue
             now, last = (stat.st_size, stat.st_mtime), self.looked.get(path)
             self.looked[path] = now
-            if final or (now == last and stat.st_size and time.time() - stat.st_mtime >= self.settle):
+            if final or (now == last and time.time() - stat.st_mtime >= self.settle and whole_mp4(path)):
                 self.found.add(path)
                 whole.append(path)
         return whole
+
+
+def whole_mp4(path: Path) -> bool:
+    """Whether the file's top-level MP4 boxes follow one another to its end and one is `moov`, the index ffmpeg
+    writes when it closes the file (before that, `mdat` runs to the end or its size is not filled in yet)."""
+    try:
+        with open(path, "rb") as handle:
+            size, at, indexed = os.fstat(handle.fileno()).st_size, 0, False
+            while at < size:
+                handle.seek(at)
+                header = handle.read(16)
+                if len(header) < 8:
+                    return False
+                length, kind = struct.unpack(">I4s", header[:8])
+                if length == 1 and len(header) == 16:  # a 64-bit size
+                    length = struct.unpack(">Q", header[8:])[0]
+                if length < 8:  # 0: "to the end of the file", as a box still being written says
+                    return False
+                indexed = indexed or kind == b"moov"
+                at += length
+            return indexed and at == size
+    except OSError:
+        return False
 
 
 class StepsByTime:
