@@ -193,7 +193,8 @@ class Run:
     # --- the background threads
 
     def _watch_videos(self) -> None:
-        """Upload the videos that appear in `video_folder` until finish(), each at the step logged last."""
+        """Upload the videos that appear in `video_folder` until finish(), each at the step of the episode it filmed
+        (the step logged first after its recorder last wrote it)."""
         while not self._videos_stop.wait(VIDEO_LOOK_SECONDS):
             try:
                 self._send_new_videos()
