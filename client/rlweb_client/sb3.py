@@ -90,7 +90,8 @@ class RlwebCallback(BaseCallback):
     rollout and at the end (SB3's VecVideoRecorder writes one there as it finishes recording, in the training's
     own thread, so a file found is whole). With `resume` ("auto" or a run's id, see `init`) the run goes on from the
     model's step count (a model loaded from its checkpoint, learning with `reset_num_timesteps=False`), what was
-    logged past it forgotten, unless `from_step` says otherwise. `finish_at_end=False` keeps a run it made open after `learn()`, for
+    logged past it forgotten, unless `from_step` says otherwise. `finish_at_end=False` keeps a run it made open
+    after `learn()`, for
     another `learn(..., reset_num_timesteps=False)` with the same callback; finish it with `callback.run.finish()`."""
 
     def __init__(self, experiment: Optional[str] = None, *, run: Optional[Run] = None, config: Optional[dict] = None,

@@ -52,10 +52,9 @@ Status = CheckpointJob.Status
 class CheckpointJobForm(forms.Form):
     """What the run page's "Act on a checkpoint" form asks: which checkpoint of this run, what to do, how long."""
 
-    checkpoint = forms.ModelChoiceField(queryset=Checkpoint.objects.none(), empty_label=None,
-                                        error_messages={"invalid_choice": "Choose one of this run's checkpoints (a new best or "
-                                                                          "final one replaces the one before: the "
-                                                                          "list shows it now)."})
+    checkpoint = forms.ModelChoiceField(queryset=Checkpoint.objects.none(), empty_label=None, error_messages={
+        "invalid_choice": "Choose one of this run's checkpoints (a new best or final one replaces the one before: "
+                          "the list shows it now)."})
     kind = forms.ChoiceField(choices=[(CheckpointJob.Kind.EVALUATE, "Evaluate"),
                                       (CheckpointJob.Kind.VIDEO, "Record a video of one episode")])
     episodes = forms.IntegerField(min_value=1, max_value=MAX_EPISODES, initial=10, required=False,

@@ -4,7 +4,8 @@ A logged run is a run like any other: an `Experiment` (algorithm `LOGGED`, reuse
 become `Event` rows with the charts' summary (history.summarize) in one transaction, then entries of its Redis live
 stream with the same ids, so the run page, its live charts, the compare page, the CSV and notes work unchanged.
 A point becomes one metric event (kind `eval` when it holds an `eval/` value, `episode` with a `rollout/` one,
-`time` when every value is a `system/` or `time/` one, else `train`): the charts draw every numeric key of those kinds, whatever its name.
+`time` when every value is a `system/` or `time/` one, else `train`): the charts draw every numeric key of those
+kinds, whatever its name.
 
 The client numbers its points (`seq` 1, 2, 3, ...) and may send one twice (a retry after a lost answer): a point
 at or below the highest seq stored (`LoggedRun.stored_through`) is dropped as a repeat, under the run's row lock,
@@ -300,8 +301,8 @@ def resume(run: Run, from_step: int | None = None, host: str = "", command: str 
             **{field: value for field, value in (("host", host), ("command", command), ("git_commit", git_commit),
                                                  ("client_version", client_version)) if value})
         run.refresh_from_db()
-        values = {"attempt": run.attempts - 1, "interrupted": interrupted, "reason": resume_reason(interrupted, reason),
-                  "from_step": step, "script": host or "an unknown host", "forgot_after": from_step is not None}
+        values = {"attempt": run.attempts - 1, "interrupted": interrupted,
+                  "reason": resume_reason(interrupted, reason), "from_step": step, "script": host or "an unknown host", "forgot_after": from_step is not None}
         events = store(run, [make_event("resumed", step, seconds, values)])
     if clear_stream:  # the forgotten events: a page following them sees the gap and reloads
         lifecycle.forget_streams([run.pk])

@@ -89,7 +89,8 @@ def test_a_notebook_steers_a_running_run_and_cancels_a_queued_one(live_server, o
                        for status in (Run.Status.RUNNING, Run.Status.QUEUED))
     change = site.change(running.pk, learning_rate=0.0005)
     assert change["values"] == {"learning_rate": 0.0005}
-    assert json.loads(redis_client().lpop(changes_key(running.pk)))["values"] == {"learning_rate": 0.0005}  # for its worker
+    for_its_worker = json.loads(redis_client().lpop(changes_key(running.pk)))
+    assert for_its_worker["values"] == {"learning_rate": 0.0005}
     with pytest.raises(rlweb_client.Refused) as refused:
         site.change(running.pk, learning_rate=-1)
     assert refused.value.status == 422 and "learning_rate" in refused.value.detail
